@@ -1,0 +1,125 @@
+// Package driver holds farce's kernel event drivers behind one small
+// interface. A driver reports readiness of file descriptors; it knows nothing
+// of fibers, waits or timers (internal/sched owns those).
+//
+// A Driver is owned by one scheduler and used from one goroutine at a time,
+// with one exception: Wake (and a write to WakeFD) may happen from any thread,
+// including a signal-safe unblock function in C.
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Events is a set of readiness conditions. The low bits are Ruby's IO event
+// bits (IO::READABLE, IO::PRIORITY, IO::WRITABLE) so they cross the C
+// boundary unchanged.
+type Events uint32
+
+const (
+	Readable Events = 1 // IO::READABLE
+	Priority Events = 2 // IO::PRIORITY
+	Writable Events = 4 // IO::WRITABLE
+	// Hangup is set with Readable|Writable when the peer hung up or the
+	// descriptor is in error: the follow-up read or write surfaces the cause.
+	Hangup Events = 8
+
+	// RubyMask is the set of bits a caller may ask for.
+	RubyMask = Readable | Priority | Writable
+)
+
+func (e Events) String() string {
+	s := ""
+	for _, b := range []struct {
+		bit  Events
+		name string
+	}{{Readable, "r"}, {Priority, "p"}, {Writable, "w"}, {Hangup, "h"}} {
+		if e&b.bit != 0 {
+			s += b.name
+		}
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// Event is one readiness report. Seq is the value passed to Arm, echoed back
+// so that the scheduler can drop events meant for an earlier user of a
+// reused descriptor number.
+type Event struct {
+	FD     int32
+	Seq    uint32
+	Events Events
+}
+
+// Driver is a kernel readiness notifier.
+type Driver interface {
+	// Name is the backend name Ruby sees (:epoll, :poll, ...).
+	Name() string
+	// Persistent reports whether one Arm per (fd, seq) is enough: such
+	// drivers (epoll, kqueue, edge-triggered) report every later readiness
+	// edge in both directions without being asked again. Drivers that are not
+	// persistent (poll) report once per Arm and must be armed again.
+	Persistent() bool
+	// Arm asks for an Event when fd becomes ready for any of events.
+	// It returns ErrNotPollable for descriptors the kernel cannot watch
+	// (regular files): those are always ready.
+	Arm(fd int, seq uint32, events Events) error
+	// Disarm forgets fd. It is called before a descriptor number is handed
+	// to a new owner; errors for descriptors the kernel already dropped
+	// (closed) are not reported.
+	Disarm(fd int) error
+	// Wait blocks for up to timeout (negative: no limit, zero: just poll)
+	// and stores events into buf. It returns EINTR to the caller rather than
+	// retrying, so that a signal reaches Ruby without delay. A Wake makes it
+	// return (possibly with n == 0).
+	Wait(buf []Event, timeout time.Duration) (n int, err error)
+	// Wake makes the current or the next Wait return. Safe from any thread.
+	Wake() error
+	// WakeFD is a descriptor to which writing 8 bytes (a native-endian
+	// uint64 of 1) has the effect of Wake; C unblock functions use it because
+	// writing is async-signal-safe.
+	WakeFD() int
+	// Close releases the driver's descriptors.
+	Close() error
+}
+
+// ErrNotPollable is returned by Arm for descriptors that cannot be watched.
+var ErrNotPollable = errors.New("descriptor cannot be polled (regular file?)")
+
+// ErrUnknownBackend is wrapped by Open for names it does not know.
+var ErrUnknownBackend = errors.New("unknown backend")
+
+// ErrUnavailable is wrapped by Open for backends this system or kernel lacks.
+var ErrUnavailable = errors.New("backend unavailable")
+
+// timeoutMillis converts a Wait timeout to the millisecond argument of
+// epoll_wait/poll, rounding up so that a sleeper never wakes before its
+// deadline and spins.
+func timeoutMillis(d time.Duration) int {
+	if d < 0 {
+		return -1
+	}
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	if ms > 1<<30 {
+		ms = 1 << 30
+	}
+	return int(ms)
+}
+
+// Open creates the named driver. "auto" picks the best one this system has
+// and returns why it did not pick a better one (empty when it did).
+func Open(name string) (d Driver, fallbackReason string, err error) {
+	if name == "auto" {
+		return openAuto()
+	}
+	ctor, ok := constructors()[name]
+	if !ok {
+		return nil, "", fmt.Errorf("%w %q (choices: %s)", ErrUnknownBackend, name, choices())
+	}
+	d, err = ctor()
+	return d, "", err
+}

@@ -1,0 +1,433 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/farce-rb/farce/internal/driver"
+)
+
+// Clock returns monotonic nanoseconds. Tests and fuzzers inject their own.
+type Clock func() int64
+
+// Scheduler is the core of one farce event loop.
+type Scheduler struct {
+	drv    driver.Driver
+	clock  Clock
+	slots  slotTable
+	timers timerHeap
+	ready  readyRing
+	fds    fdTable
+
+	delivered []uint32 // slots handed out by the last Drain, freed at the next poll
+	events    []driver.Event
+	closed    bool
+
+	iterations uint64
+	completed  uint64
+}
+
+// ErrClosed is returned by every call after Close.
+var ErrClosed = errors.New("scheduler is closed")
+
+// New creates a scheduler that owns drv. A nil clock means the process's
+// monotonic clock.
+func New(drv driver.Driver, clock Clock) *Scheduler {
+	if clock == nil {
+		start := time.Now()
+		clock = func() int64 { return int64(time.Since(start)) }
+	}
+	s := &Scheduler{drv: drv, clock: clock, events: make([]driver.Event, 256)}
+	s.timers.slots = &s.slots
+	return s
+}
+
+// Driver returns the scheduler's driver.
+func (s *Scheduler) Driver() driver.Driver { return s.drv }
+
+// Now is the scheduler's clock.
+func (s *Scheduler) Now() int64 { return s.clock() }
+
+// park allocates a parked slot with an optional timeout (negative: none).
+func (s *Scheduler) park(timeout time.Duration) (uint32, *slot) {
+	i, sl := s.slots.alloc()
+	if timeout >= 0 {
+		sl.deadline = s.clock() + int64(timeout)
+		s.timers.push(i)
+	}
+	return i, sl
+}
+
+// Park starts a wait that ends with Wake (ResultWoken) or, when timeout is
+// not negative, when it expires (ResultTimedOut). Sleeps, Ruby's block hook
+// and timeout_after alarms are all parks.
+func (s *Scheduler) Park(timeout time.Duration) (Token, error) {
+	if s.closed {
+		return 0, ErrClosed
+	}
+	i, sl := s.park(timeout)
+	return makeToken(i, sl.gen), nil
+}
+
+// Yield starts a wait that is already finished: the caller runs again after
+// every wait that finished before it (and after the next I/O poll).
+func (s *Scheduler) Yield() (Token, error) {
+	if s.closed {
+		return 0, ErrClosed
+	}
+	i, sl := s.slots.alloc()
+	s.finish(i, ResultWoken)
+	return makeToken(i, sl.gen), nil
+}
+
+// Wake finishes a Park with ResultWoken. It reports false for tokens whose
+// wait already finished, was cancelled or never existed: such wakeups are
+// harmless by design.
+func (s *Scheduler) Wake(tok Token) bool {
+	i, sl := s.slots.lookup(tok)
+	if sl == nil || sl.state != slotParked || sl.fd >= 0 {
+		return false
+	}
+	s.finish(i, ResultWoken)
+	return true
+}
+
+// Cancel abandons a wait whose fiber was resumed some other way (an
+// exception). It reports whether the wait was still pending.
+func (s *Scheduler) Cancel(tok Token) bool {
+	i, sl := s.slots.lookup(tok)
+	if sl == nil {
+		return false
+	}
+	switch sl.state {
+	case slotParked:
+		s.unlink(i, sl)
+		s.slots.release(i)
+		return true
+	case slotReady:
+		sl.state = slotCancelled
+		return true
+	}
+	return false
+}
+
+// unlink removes a parked slot from the timer heap and its waiter list.
+func (s *Scheduler) unlink(i uint32, sl *slot) {
+	if sl.heapIdx >= 0 {
+		s.timers.remove(i)
+	}
+	if sl.fd >= 0 {
+		st := &s.fds.fds[sl.fd]
+		if sl.prev >= 0 {
+			s.slots.slots[sl.prev].next = sl.next
+		} else {
+			st.head = sl.next
+		}
+		if sl.next >= 0 {
+			s.slots.slots[sl.next].prev = sl.prev
+		} else {
+			st.tail = sl.prev
+		}
+		st.waiters--
+		sl.fd, sl.prev, sl.next = -1, -1, -1
+	}
+}
+
+// finish moves a slot to the ready queue with result.
+func (s *Scheduler) finish(i uint32, result int64) {
+	sl := &s.slots.slots[i]
+	if sl.state == slotParked {
+		s.unlink(i, sl)
+	}
+	sl.state = slotReady
+	sl.result = result
+	s.ready.push(i)
+}
+
+// ValidateFD reports a descriptor number that cannot be a real one.
+func ValidateFD(fd int) error {
+	if fd < 0 || fd >= maxFD {
+		return fmt.Errorf("invalid file descriptor %d", fd)
+	}
+	return nil
+}
+
+// WaitFD waits until fd is ready for one of events. When the answer is
+// known at once it returns a zero Token and the ready events; otherwise it
+// parks and the completion carries the events (or ResultTimedOut or
+// ResultClosed).
+func (s *Scheduler) WaitFD(fd int, events Events, timeout time.Duration, known Readiness) (Token, Events, error) {
+	if s.closed {
+		return 0, 0, ErrClosed
+	}
+	if err := ValidateFD(fd); err != nil {
+		return 0, 0, err
+	}
+	events &= driver.RubyMask
+	if events == 0 {
+		return 0, 0, fmt.Errorf("fd %d: no events to wait for", fd)
+	}
+	st := s.fds.get(fd)
+	if st.pollable == pollNo {
+		return 0, events, nil
+	}
+	if st.hangup {
+		return 0, events, nil
+	}
+	switch known {
+	case NotReady:
+		st.ready &^= events
+		st.notReady |= events
+	case Drained, Unknown:
+		if got := st.ready & events; got != 0 {
+			st.ready &^= got
+			return 0, got, nil
+		}
+		if known == Unknown && st.notReady&events != events {
+			got, err := driver.Probe(fd, events)
+			if err != nil {
+				return 0, 0, fmt.Errorf("fd %d: %w", fd, err)
+			}
+			if got&driver.Hangup != 0 {
+				return 0, events, nil
+			}
+			if got != 0 {
+				st.notReady &^= got
+				return 0, got, nil
+			}
+		}
+		st.notReady |= events
+	default:
+		return 0, 0, fmt.Errorf("invalid readiness %d", known)
+	}
+	if err := s.arm(fd, st, events); err != nil {
+		if errors.Is(err, driver.ErrNotPollable) {
+			st.pollable = pollNo
+			return 0, events, nil
+		}
+		return 0, 0, err
+	}
+	i, sl := s.park(timeout)
+	sl.fd = int32(fd)
+	sl.interest = events
+	sl.prev = st.tail
+	if st.tail >= 0 {
+		s.slots.slots[st.tail].next = int32(i)
+	} else {
+		st.head = int32(i)
+	}
+	st.tail = int32(i)
+	st.waiters++
+	return makeToken(i, sl.gen), 0, nil
+}
+
+// arm makes sure the driver will report events on fd.
+func (s *Scheduler) arm(fd int, st *fdState, events Events) error {
+	if s.drv.Persistent() {
+		if st.registered {
+			return nil
+		}
+		if err := s.drv.Arm(fd, st.seq, driver.RubyMask); err != nil {
+			return err
+		}
+		st.registered = true
+		st.pollable = pollYes
+		s.fds.registered++
+		return nil
+	}
+	if st.armed&events == events {
+		return nil
+	}
+	if err := s.drv.Arm(fd, st.seq, st.armed|events); err != nil {
+		return err
+	}
+	if st.armed == 0 {
+		s.fds.registered++
+	}
+	st.armed |= events
+	st.pollable = pollYes
+	return nil
+}
+
+// ForgetFD is called when the descriptor number fd was closed or is about to
+// be used by a new IO object: waiters finish with ResultClosed, the
+// registration is dropped and later events for the old owner are ignored.
+func (s *Scheduler) ForgetFD(fd int) error {
+	if s.closed {
+		return ErrClosed
+	}
+	st := s.fds.lookup(fd)
+	if st == nil {
+		return ValidateFD(fd)
+	}
+	for st.head >= 0 {
+		s.finish(uint32(st.head), ResultClosed)
+	}
+	if st.registered || st.armed != 0 {
+		s.fds.registered--
+	}
+	s.drv.Disarm(fd)
+	seq := st.seq + 1
+	if seq == ^uint32(0) { // reserved by drivers for their own wakeup
+		seq = 1
+	}
+	*st = fdState{seq: seq, head: -1, tail: -1}
+	return nil
+}
+
+// deliver applies one driver event.
+func (s *Scheduler) deliver(ev driver.Event) {
+	st := s.fds.lookup(int(ev.FD))
+	if st == nil || st.seq != ev.Seq {
+		return // stale: the number changed hands since it was armed
+	}
+	if !s.drv.Persistent() && st.armed != 0 {
+		st.armed = 0 // one-shot: the driver forgot this arm
+		s.fds.registered--
+	}
+	if ev.Events&driver.Hangup != 0 {
+		st.hangup = true
+	}
+	got := ev.Events & driver.RubyMask
+	st.notReady &^= got
+	var handed Events
+	var rearm Events
+	for i := st.head; i >= 0; {
+		sl := &s.slots.slots[i]
+		next := sl.next
+		if m := got & sl.interest; m != 0 {
+			handed |= m
+			s.finish(uint32(i), int64(m))
+		} else {
+			rearm |= sl.interest
+		}
+		i = next
+	}
+	st.ready |= got &^ handed
+	if rearm != 0 && !s.drv.Persistent() {
+		s.arm(int(ev.FD), st, rearm)
+	}
+}
+
+// fireTimers finishes every wait whose deadline has passed.
+func (s *Scheduler) fireTimers(now int64) {
+	for {
+		i, ok := s.timers.peek()
+		if !ok || s.slots.slots[i].deadline > now {
+			return
+		}
+		s.finish(i, ResultTimedOut)
+	}
+}
+
+// BeginPoll starts a loop iteration: it frees the slots of the previous
+// batch, fires due timers and returns how long the driver may block (zero
+// when work is ready, negative when nothing is timed).
+func (s *Scheduler) BeginPoll() time.Duration {
+	for _, i := range s.delivered {
+		s.slots.release(i)
+	}
+	s.delivered = s.delivered[:0]
+	s.iterations++
+	now := s.clock()
+	s.fireTimers(now)
+	if s.ready.len() > 0 {
+		return 0
+	}
+	i, ok := s.timers.peek()
+	if !ok {
+		return -1
+	}
+	return time.Duration(s.slots.slots[i].deadline - now)
+}
+
+// EventBuffer is where the driver's Wait stores events between BeginPoll
+// and EndPoll.
+func (s *Scheduler) EventBuffer() []driver.Event { return s.events }
+
+// EndPoll applies the events the driver returned and fires timers that
+// became due while it blocked.
+func (s *Scheduler) EndPoll(events []driver.Event) {
+	for _, ev := range events {
+		s.deliver(ev)
+	}
+	s.fireTimers(s.clock())
+}
+
+// Drain moves up to len(out) finished waits into out, oldest first. The
+// batch size is the fairness budget: the loop polls for I/O again before it
+// runs more, so fibers that keep yielding cannot starve descriptors.
+func (s *Scheduler) Drain(out []Completion) int {
+	n := 0
+	for n < len(out) {
+		i, ok := s.ready.pop()
+		if !ok {
+			break
+		}
+		sl := &s.slots.slots[i]
+		if sl.state == slotCancelled {
+			s.slots.release(i)
+			continue
+		}
+		sl.state = slotDelivered
+		s.delivered = append(s.delivered, i)
+		out[n] = Completion{Token: makeToken(i, sl.gen), Result: sl.result}
+		n++
+	}
+	s.completed += uint64(n)
+	return n
+}
+
+// Poll runs one whole iteration: when block is false the driver is only
+// polled. It returns EINTR from the driver unchanged.
+func (s *Scheduler) Poll(out []Completion, block bool) (int, error) {
+	if s.closed {
+		return 0, ErrClosed
+	}
+	timeout := s.BeginPoll()
+	if !block {
+		timeout = 0
+	}
+	n, err := s.drv.Wait(s.events, timeout)
+	if err != nil {
+		s.EndPoll(nil)
+		return s.Drain(out), err
+	}
+	s.EndPoll(s.events[:n])
+	return s.Drain(out), nil
+}
+
+// Stats is a snapshot of the scheduler's counters.
+type Stats struct {
+	PendingWaits  int    // parked or finished but not yet resumed
+	ReadyWaits    int    // finished, waiting for the loop to resume them
+	Timers        int    // waits with a deadline
+	RegisteredFDs int    // descriptors the driver watches
+	Iterations    uint64 // loop iterations (polls)
+	Completed     uint64 // waits handed back to the shim
+}
+
+func (s *Scheduler) Stats() Stats {
+	return Stats{
+		PendingWaits:  s.slots.inUse - len(s.delivered),
+		ReadyWaits:    s.ready.len(),
+		Timers:        s.timers.len(),
+		RegisteredFDs: s.fds.registered,
+		Iterations:    s.iterations,
+		Completed:     s.completed,
+	}
+}
+
+// Close releases the driver. Pending waits are dropped: the shim resumes or
+// abandons their fibers itself.
+func (s *Scheduler) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.drv.Close()
+}
+
+// Closed reports whether Close was called.
+func (s *Scheduler) Closed() bool { return s.closed }
