@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/farce-rb/farce/internal/driver"
@@ -21,6 +22,7 @@ type Scheduler struct {
 	fds    fdTable
 
 	delivered []uint32 // slots handed out by the last Drain, freed at the next poll
+	cancelled int      // slots cancelled while in the ready ring, dropped by Drain
 	events    []driver.Event
 	closed    bool
 
@@ -53,7 +55,11 @@ func (s *Scheduler) Now() int64 { return s.clock() }
 func (s *Scheduler) park(timeout time.Duration) (uint32, *slot) {
 	i, sl := s.slots.alloc()
 	if timeout >= 0 {
-		sl.deadline = s.clock() + int64(timeout)
+		now := s.clock()
+		sl.deadline = now + int64(timeout)
+		if sl.deadline < now { // overflow: a practically infinite timeout
+			sl.deadline = math.MaxInt64
+		}
 		s.timers.push(i)
 	}
 	return i, sl
@@ -107,6 +113,7 @@ func (s *Scheduler) Cancel(tok Token) bool {
 		return true
 	case slotReady:
 		sl.state = slotCancelled
+		s.cancelled++
 		return true
 	}
 	return false
@@ -296,7 +303,13 @@ func (s *Scheduler) deliver(ev driver.Event) {
 	for i := st.head; i >= 0; {
 		sl := &s.slots.slots[i]
 		next := sl.next
-		if m := got & sl.interest; m != 0 {
+		m := got & sl.interest
+		if st.hangup {
+			// Every later wait finishes at once; so does every current one,
+			// even for an event the hang-up does not name (no edge follows).
+			m = sl.interest
+		}
+		if m != 0 {
 			handed |= m
 			s.finish(uint32(i), int64(m))
 		} else {
@@ -332,7 +345,7 @@ func (s *Scheduler) BeginPoll() time.Duration {
 	s.iterations++
 	now := s.clock()
 	s.fireTimers(now)
-	if s.ready.len() > 0 {
+	if s.ready.len() > s.cancelled {
 		return 0
 	}
 	i, ok := s.timers.peek()
@@ -368,6 +381,7 @@ func (s *Scheduler) Drain(out []Completion) int {
 		sl := &s.slots.slots[i]
 		if sl.state == slotCancelled {
 			s.slots.release(i)
+			s.cancelled--
 			continue
 		}
 		sl.state = slotDelivered
@@ -410,8 +424,8 @@ type Stats struct {
 
 func (s *Scheduler) Stats() Stats {
 	return Stats{
-		PendingWaits:  s.slots.inUse - len(s.delivered),
-		ReadyWaits:    s.ready.len(),
+		PendingWaits:  s.slots.inUse - len(s.delivered) - s.cancelled,
+		ReadyWaits:    s.ready.len() - s.cancelled,
 		Timers:        s.timers.len(),
 		RegisteredFDs: s.fds.registered,
 		Iterations:    s.iterations,

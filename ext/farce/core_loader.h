@@ -1,0 +1,43 @@
+//go:build ignore
+
+/*
+ * Loading the Go core (libfarce_core.so) on first use; see core_loader.c.
+ */
+#ifndef FARCE_CORE_LOADER_H
+#define FARCE_CORE_LOADER_H 1
+
+#include <ruby.h>
+#include "farce_core.h"
+
+/* The Go core's exported functions, resolved by farce_core_load(). */
+struct farce_core_api {
+    int64_t (*abi)(void);
+    int64_t (*new_)(const char *backend, char *name, int name_len, char *reason, int reason_len, int *wake_fd);
+    int64_t (*close)(int64_t h);
+    void (*last_error)(int64_t h, char *buf, int len);
+    int64_t (*wait_fd)(int64_t h, int fd, uint32_t events, int64_t timeout_ns, int known, uint64_t *token);
+    int64_t (*park)(int64_t h, int64_t timeout_ns, uint64_t *token);
+    int64_t (*yield)(int64_t h, uint64_t *token);
+    int64_t (*wake)(int64_t h, uint64_t token);
+    int64_t (*cancel)(int64_t h, uint64_t token);
+    int64_t (*forget_fd)(int64_t h, int fd);
+    int64_t (*poll)(int64_t h, int64_t block_ns, farce_completion *out, int capacity);
+    int64_t (*stats)(int64_t h, int64_t *out, int n);
+};
+
+extern struct farce_core_api farce_core;
+extern VALUE farce_eError;
+
+/* Incremented in every forked child: a scheduler remembers the value it was
+ * created under and is inert when it differs. */
+extern volatile uint64_t farce_fork_generation;
+
+/* Loads the Go core if needed; raises Farce::Error when it cannot (missing
+ * library, or a child of a process whose Go runtime had started). */
+void farce_core_load(void);
+/* Whether this process has the Go runtime running. */
+int farce_core_loaded(void);
+/* Installs the fork handler; called once from Init. */
+void farce_core_loader_init(void);
+
+#endif

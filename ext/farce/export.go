@@ -1,0 +1,298 @@
+// Command export builds libfarce_core.so (-buildmode=c-shared): the C ABI of
+// farce_core.h over internal/sched and internal/driver. It only translates:
+// validate the integers it is handed, call the core, turn errors into codes.
+// It never calls Ruby and never blocks except in farce_poll with block=1,
+// which the shim runs with the GVL released.
+package main
+
+/*
+#cgo linux LDFLAGS: -Wl,--wrap=pthread_getattr_np
+#include <stdlib.h>
+#include <string.h>
+#include "farce_core.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/farce-rb/farce/internal/driver"
+	"github.com/farce-rb/farce/internal/sched"
+	"golang.org/x/sys/unix"
+)
+
+func main() {}
+
+// core is one scheduler behind a handle. mu serialises the loop thread with
+// other Ruby threads asking for stats or closing; it is released while the
+// driver blocks.
+type core struct {
+	mu      sync.Mutex
+	s       *sched.Scheduler
+	lastErr string
+}
+
+var (
+	handlesMu sync.RWMutex
+	handles   = map[int64]*core{}
+	nextID    int64
+)
+
+func lookup(h C.int64_t) *core {
+	handlesMu.RLock()
+	c := handles[int64(h)]
+	handlesMu.RUnlock()
+	return c
+}
+
+// fail records err for farce_last_error and returns its code.
+func (c *core) fail(err error) C.int64_t {
+	c.lastErr = err.Error()
+	var errno unix.Errno
+	switch {
+	case errors.As(err, &errno):
+		return -C.int64_t(errno)
+	case errors.Is(err, sched.ErrClosed):
+		return -C.FARCE_E_HANDLE
+	default:
+		return -C.FARCE_E_ARGUMENT
+	}
+}
+
+func copyOut(dst *C.char, n C.int, s string) {
+	if dst == nil || n <= 0 {
+		return
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(n))
+	k := copy(b[:len(b)-1], s)
+	b[k] = 0
+}
+
+func durationNS(ns C.int64_t) time.Duration {
+	if ns < 0 {
+		return -1
+	}
+	return time.Duration(ns)
+}
+
+//export farce_core_abi
+func farce_core_abi() C.int64_t { return 1 }
+
+// farce_new creates a scheduler. On success it returns a handle > 0 and
+// fills name (the backend chosen), reason (why auto fell back, or "") and
+// wakeFD. On failure it returns a negative code and fills reason with the
+// message.
+//
+//export farce_new
+func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, reasonLen C.int, wakeFD *C.int) C.int64_t {
+	if backend == nil || wakeFD == nil {
+		return -C.FARCE_E_ARGUMENT
+	}
+	d, why, err := driver.Open(C.GoString(backend))
+	if err != nil {
+		copyOut(reason, reasonLen, err.Error())
+		return -C.FARCE_E_BACKEND
+	}
+	copyOut(name, nameLen, d.Name())
+	copyOut(reason, reasonLen, why)
+	*wakeFD = C.int(d.WakeFD())
+	handlesMu.Lock()
+	nextID++
+	id := nextID
+	handles[id] = &core{s: sched.New(d, nil)}
+	handlesMu.Unlock()
+	return C.int64_t(id)
+}
+
+//export farce_close
+func farce_close(h C.int64_t) C.int64_t {
+	handlesMu.Lock()
+	c := handles[int64(h)]
+	delete(handles, int64(h))
+	handlesMu.Unlock()
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.s.Close(); err != nil {
+		return c.fail(err)
+	}
+	return 0
+}
+
+//export farce_last_error
+func farce_last_error(h C.int64_t, buf *C.char, n C.int) {
+	c := lookup(h)
+	if c == nil {
+		copyOut(buf, n, "scheduler handle is closed")
+		return
+	}
+	c.mu.Lock()
+	copyOut(buf, n, c.lastErr)
+	c.mu.Unlock()
+}
+
+// farce_wait_fd returns the ready events (> 0) when the answer is known at
+// once, 0 after parking a wait named by *token, or a negative code.
+//
+//export farce_wait_fd
+func farce_wait_fd(h C.int64_t, fd C.int, events C.uint32_t, timeoutNS C.int64_t, known C.int, token *C.uint64_t) C.int64_t {
+	c := lookup(h)
+	if c == nil || token == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tok, ready, err := c.s.WaitFD(int(fd), sched.Events(events), durationNS(timeoutNS), sched.Readiness(known))
+	if err != nil {
+		return c.fail(err)
+	}
+	*token = C.uint64_t(tok)
+	return C.int64_t(ready)
+}
+
+//export farce_park
+func farce_park(h C.int64_t, timeoutNS C.int64_t, token *C.uint64_t) C.int64_t {
+	c := lookup(h)
+	if c == nil || token == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tok, err := c.s.Park(durationNS(timeoutNS))
+	if err != nil {
+		return c.fail(err)
+	}
+	*token = C.uint64_t(tok)
+	return 0
+}
+
+//export farce_yield
+func farce_yield(h C.int64_t, token *C.uint64_t) C.int64_t {
+	c := lookup(h)
+	if c == nil || token == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tok, err := c.s.Yield()
+	if err != nil {
+		return c.fail(err)
+	}
+	*token = C.uint64_t(tok)
+	return 0
+}
+
+// farce_wake returns 1 when the wait was woken, 0 when it had already ended.
+//
+//export farce_wake
+func farce_wake(h C.int64_t, token C.uint64_t) C.int64_t {
+	c := lookup(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s.Wake(sched.Token(token)) {
+		return 1
+	}
+	return 0
+}
+
+//export farce_cancel
+func farce_cancel(h C.int64_t, token C.uint64_t) C.int64_t {
+	c := lookup(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s.Cancel(sched.Token(token)) {
+		return 1
+	}
+	return 0
+}
+
+//export farce_forget_fd
+func farce_forget_fd(h C.int64_t, fd C.int) C.int64_t {
+	c := lookup(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.s.ForgetFD(int(fd)); err != nil {
+		return c.fail(err)
+	}
+	return 0
+}
+
+// farce_poll runs one loop iteration and stores up to capacity finished
+// waits in out. blockNS bounds how long it may sleep waiting for the next
+// timer, event or wakeup: 0 never blocks, a negative value has no bound.
+// EINTR comes back as -EINTR so that Ruby runs its interrupts at once.
+//
+//export farce_poll
+func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int) C.int64_t {
+	c := lookup(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	if out == nil || capacity <= 0 {
+		return -C.FARCE_E_ARGUMENT
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s.Closed() {
+		return -C.FARCE_E_HANDLE
+	}
+	timeout := c.s.BeginPoll()
+	if limit := time.Duration(blockNS); limit >= 0 && (timeout < 0 || timeout > limit) {
+		timeout = limit
+	}
+	buf := c.s.EventBuffer()
+	var n int
+	var err error
+	if timeout == 0 {
+		n, err = c.s.Driver().Wait(buf, 0)
+	} else {
+		c.mu.Unlock() // let other threads read stats while we sleep
+		n, err = c.s.Driver().Wait(buf, timeout)
+		c.mu.Lock()
+	}
+	if err != nil {
+		c.s.EndPoll(nil)
+		return c.fail(err)
+	}
+	c.s.EndPoll(buf[:n])
+	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
+	return C.int64_t(c.s.Drain(comps))
+}
+
+//export farce_stats
+func farce_stats(h C.int64_t, out *C.int64_t, n C.int) C.int64_t {
+	c := lookup(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	if out == nil || n < C.FARCE_STAT_COUNT {
+		return -C.FARCE_E_ARGUMENT
+	}
+	c.mu.Lock()
+	st := c.s.Stats()
+	c.mu.Unlock()
+	v := unsafe.Slice((*int64)(unsafe.Pointer(out)), int(n))
+	v[C.FARCE_STAT_PENDING_WAITS] = int64(st.PendingWaits)
+	v[C.FARCE_STAT_READY_WAITS] = int64(st.ReadyWaits)
+	v[C.FARCE_STAT_TIMERS] = int64(st.Timers)
+	v[C.FARCE_STAT_REGISTERED_FDS] = int64(st.RegisteredFDs)
+	v[C.FARCE_STAT_ITERATIONS] = int64(st.Iterations)
+	v[C.FARCE_STAT_COMPLETED] = int64(st.Completed)
+	v[C.FARCE_STAT_GOROUTINES] = int64(runtime.NumGoroutine())
+	return 0
+}

@@ -1,0 +1,45 @@
+/*
+ * The C ABI between the Ruby shim (shim.c) and the Go core
+ * (libfarce_core.so, built from export.go). Only integers and C memory that
+ * the caller keeps alive cross it: no Ruby VALUE ever reaches Go.
+ *
+ * Every function returns a negative errno-style code on failure; the text of
+ * the most recent failure of a handle is available from farce_last_error.
+ */
+#ifndef FARCE_CORE_H
+#define FARCE_CORE_H 1
+
+#include <stdint.h>
+
+typedef struct farce_completion {
+    uint64_t token;  /* slot in the low 32 bits, generation in the high 32 */
+    int64_t result;  /* events (>0), FARCE_RESULT_* */
+} farce_completion;
+
+#define FARCE_RESULT_TIMED_OUT 0
+#define FARCE_RESULT_WOKEN 1
+#define FARCE_RESULT_CLOSED (-1)
+
+/* readiness the caller knows about a descriptor (internal/sched.Readiness) */
+#define FARCE_KNOWN_UNKNOWN 0
+#define FARCE_KNOWN_NOT_READY 1
+#define FARCE_KNOWN_DRAINED 2
+
+/* error codes beyond errno values */
+#define FARCE_E_HANDLE 100000   /* unknown or closed scheduler handle */
+#define FARCE_E_ARGUMENT 100001 /* invalid argument (message in last_error) */
+#define FARCE_E_BACKEND 100002  /* backend unknown or unavailable (message) */
+
+/* stats slots filled by farce_stats */
+enum {
+    FARCE_STAT_PENDING_WAITS,
+    FARCE_STAT_READY_WAITS,
+    FARCE_STAT_TIMERS,
+    FARCE_STAT_REGISTERED_FDS,
+    FARCE_STAT_ITERATIONS,
+    FARCE_STAT_COMPLETED,
+    FARCE_STAT_GOROUTINES,
+    FARCE_STAT_COUNT
+};
+
+#endif

@@ -1,0 +1,820 @@
+//go:build ignore
+
+/*
+ * farce's Ruby extension: the Fiber::Scheduler hooks that run often, written
+ * against Ruby's C API, forwarding waits to the Go core (farce_core.h).
+ *
+ * What lives here and why (DESIGN.md): this file owns every Ruby VALUE. The
+ * Go core names waits by tokens (slot + generation); `slots` maps a slot to
+ * the fiber parked on it, and Ruby's GC marks that table. Go never switches
+ * fibers or raises: every export returns, then this file switches or raises.
+ * Blocking waits run without the GVL and are interrupted by writing to the
+ * core's wakeup descriptor.
+ *
+ * The build (`//go:build ignore` above) keeps Go from compiling this file;
+ * extconf.rb compiles it.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <ruby.h>
+#include <ruby/io.h>
+#include <ruby/io/buffer.h>
+#include <ruby/thread.h>
+#include <ruby/fiber/scheduler.h>
+#include "core_loader.h"
+
+VALUE farce_eError;
+static VALUE cScheduler;
+static ID id_raise;
+
+#define BATCH 128                /* fairness budget: fibers resumed per poll */
+#define CLOSE_SCAN_NS 50000000LL /* how often parked descriptors are checked for close */
+
+enum slot_kind { KIND_NONE, KIND_FIBER, KIND_FD_FIBER, KIND_ALARM };
+
+/* What the shim keeps for one Go wait slot. */
+typedef struct {
+    uint32_t gen;     /* generation of the token parked here; 0 when empty */
+    uint8_t kind;
+    VALUE fiber;      /* fiber to resume (alarm: fiber to raise in) */
+    VALUE extra;      /* block: the blocker; alarm: [exception class, *arguments] */
+} slot_ent;
+
+/* What the shim knows of one descriptor number. */
+typedef struct {
+    VALUE io;         /* the IO object last waited on with this number (marked) */
+    uint8_t stream;   /* socket or FIFO: a short read means it was drained */
+    uint8_t blocking; /* O_NONBLOCK was clear: never read before it is ready */
+    uint8_t pollable; /* not a regular file */
+    uint8_t drained;  /* the last read was short */
+} fd_ent;
+
+typedef struct {
+    int64_t handle;   /* Go core handle; 0 once released */
+    int wake_fd;
+    uint64_t fork_generation;
+    int running;
+    VALUE thread;
+    VALUE backend;
+    VALUE fallback_reason;
+
+    slot_ent *slots;
+    uint32_t nslots;
+    fd_ent *fds;
+    int nfds;
+
+    farce_completion batch[BATCH];
+    int batch_pos, batch_len;
+
+    st_table *blocked; /* fiber -> token of its `block` wait */
+    uint64_t *inbox;   /* tokens woken by other threads, applied by the loop */
+    long inbox_len, inbox_cap;
+
+    long live_fibers;  /* started by Fiber.schedule, not finished */
+    long parked;       /* fibers in a wait of ours, resumed or not */
+    long fd_parked;    /* of which waiting on a descriptor */
+    int64_t last_scan;
+} farce_sched;
+
+/* ---- GC ------------------------------------------------------------------ */
+
+static void sched_mark(void *p)
+{
+    farce_sched *s = p;
+    rb_gc_mark(s->thread);
+    rb_gc_mark(s->backend);
+    rb_gc_mark(s->fallback_reason);
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        if (s->slots[i].gen) {
+            rb_gc_mark(s->slots[i].fiber); /* pinned: the blocked table is keyed by address */
+            rb_gc_mark(s->slots[i].extra);
+        }
+    }
+    for (int fd = 0; fd < s->nfds; fd++) {
+        if (s->fds[fd].io) rb_gc_mark(s->fds[fd].io);
+    }
+}
+
+/* Handles of schedulers collected without close: released at the next
+ * Scheduler.new, because a GC free function may run on any fiber stack. */
+static int64_t *orphans;
+static long norphans, orphans_cap;
+
+static void sched_free(void *p)
+{
+    farce_sched *s = p;
+    if (s->handle && s->fork_generation == farce_fork_generation) {
+        if (norphans == orphans_cap) {
+            long cap = orphans_cap ? orphans_cap * 2 : 8;
+            int64_t *n = realloc(orphans, cap * sizeof(*n));
+            if (n) { orphans = n; orphans_cap = cap; }
+        }
+        if (norphans < orphans_cap) orphans[norphans++] = s->handle;
+    }
+    if (s->blocked) st_free_table(s->blocked);
+    xfree(s->slots);
+    xfree(s->fds);
+    xfree(s->inbox);
+    xfree(s);
+}
+
+static size_t sched_memsize(const void *p)
+{
+    const farce_sched *s = p;
+    return sizeof(*s) + s->nslots * sizeof(slot_ent) + s->nfds * sizeof(fd_ent) + s->inbox_cap * sizeof(uint64_t);
+}
+
+static const rb_data_type_t sched_type = {
+    "Farce::Scheduler",
+    {sched_mark, sched_free, sched_memsize},
+    0, 0, RUBY_TYPED_FREE_IMMEDIATELY
+};
+
+static VALUE sched_alloc(VALUE klass)
+{
+    farce_sched *s;
+    VALUE obj = TypedData_Make_Struct(klass, farce_sched, &sched_type, s);
+    s->thread = s->backend = s->fallback_reason = Qnil;
+    s->blocked = st_init_numtable();
+    return obj;
+}
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static int sched_inert(const farce_sched *s) { return s->fork_generation != farce_fork_generation; }
+
+/* The scheduler behind self, or an exception saying why it cannot be used. */
+static farce_sched *get_sched(VALUE self)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    if (sched_inert(s)) {
+        rb_raise(farce_eError, "this Farce::Scheduler was created before fork and is inert in the child; "
+                 "create a new scheduler after fork");
+    }
+    if (!s->handle) rb_raise(farce_eError, "scheduler is closed");
+    return s;
+}
+
+/* Rule 5 of DESIGN.md: Go runs on the caller's stack; raise in Ruby first
+ * rather than let Go fault near the end of a fiber's stack. */
+static inline void stack_guard(void)
+{
+    if (ruby_stack_check()) rb_raise(rb_eSysStackError, "stack level too deep (before entering farce's core)");
+}
+
+NORETURN(static void raise_core_error(farce_sched *s, int64_t code, const char *what));
+static void raise_core_error(farce_sched *s, int64_t code, const char *what)
+{
+    char msg[512] = "";
+    if (s->handle) farce_core.last_error(s->handle, msg, sizeof(msg));
+    if (code == -FARCE_E_HANDLE) rb_raise(farce_eError, "%s: scheduler is closed", what);
+    if (code == -FARCE_E_ARGUMENT) rb_raise(rb_eArgError, "%s: %s", what, msg);
+    if (code < 0 && code > -4096) {
+        rb_syserr_fail_str((int)-code, rb_sprintf("%s (farce %"PRIsVALUE" backend): %s", what, s->backend, msg));
+    }
+    rb_raise(farce_eError, "%s failed (code %lld): %s", what, (long long)code, msg);
+}
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Ruby timeout (nil or seconds) to nanoseconds; -1 means none. */
+static int64_t timeout_ns(VALUE timeout)
+{
+    if (NIL_P(timeout)) return -1;
+    double d = NUM2DBL(timeout);
+    if (d != d) rb_raise(rb_eArgError, "timeout is NaN");
+    if (d < 0) rb_raise(rb_eArgError, "timeout must not be negative (got %f)", d);
+    if (d > 9.0e9) return -1; /* centuries: as good as forever, and no overflow */
+    return (int64_t)(d * 1e9);
+}
+
+static slot_ent *slot_at(farce_sched *s, uint32_t slot)
+{
+    if (slot >= s->nslots) {
+        uint32_t n = s->nslots ? s->nslots : 256;
+        while (n <= slot) n *= 2;
+        REALLOC_N(s->slots, slot_ent, n);
+        memset(s->slots + s->nslots, 0, (n - s->nslots) * sizeof(slot_ent));
+        s->nslots = n;
+    }
+    return &s->slots[slot];
+}
+
+static inline uint32_t token_slot(uint64_t t) { return (uint32_t)t; }
+static inline uint32_t token_gen(uint64_t t) { return (uint32_t)(t >> 32); }
+
+/* The descriptor of an IO object, or -1 when it is closed. */
+static int io_fd_or_closed(VALUE io)
+{
+    rb_io_t *fptr = RFILE(io)->fptr;
+    return fptr ? fptr->fd : -1;
+}
+
+/* The IO's descriptor; raises IOError when it is closed. */
+static int io_descriptor(VALUE io)
+{
+    rb_io_t *fptr;
+    GetOpenFile(io, fptr);
+    rb_io_check_closed(fptr);
+    return fptr->fd;
+}
+
+/* The shim's entry for fd, noticing when the number changed hands: the old
+ * owner's waiters are woken with IOError and its registration dropped. */
+static fd_ent *fd_entry(farce_sched *s, VALUE io, int fd)
+{
+    if (fd >= s->nfds) {
+        int n = s->nfds ? s->nfds : 64;
+        while (n <= fd) n *= 2;
+        REALLOC_N(s->fds, fd_ent, n);
+        memset(s->fds + s->nfds, 0, (n - s->nfds) * sizeof(fd_ent));
+        s->nfds = n;
+    }
+    fd_ent *f = &s->fds[fd];
+    if (f->io == io) return f;
+    int shared = f->io && io_fd_or_closed(f->io) == fd; /* two IOs, one open descriptor */
+    if (f->io && !shared) {
+        int64_t r = farce_core.forget_fd(s->handle, fd);
+        if (r < 0) raise_core_error(s, r, "forget descriptor");
+    }
+    struct stat st;
+    int flags = fcntl(fd, F_GETFL);
+    f->io = io;
+    f->drained = 0;
+    f->blocking = flags >= 0 && !(flags & O_NONBLOCK);
+    if (fstat(fd, &st) == 0) {
+        f->stream = S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode);
+        f->pollable = !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+    } else {
+        f->stream = 0;
+        f->pollable = 1;
+    }
+    return f;
+}
+
+/* ---- parking -------------------------------------------------------------- */
+
+static VALUE yield_to_loop(VALUE unused) { return rb_fiber_yield(0, NULL); }
+
+/* Forget a wait whose fiber runs again without the loop having resumed it
+ * (an exception was raised into it, or someone resumed it by hand). */
+static void abandon_wait(farce_sched *s, uint64_t token)
+{
+    uint32_t slot = token_slot(token);
+    if (slot >= s->nslots) return;
+    slot_ent *e = &s->slots[slot];
+    if (e->gen != token_gen(token)) return; /* the loop resumed it: nothing to undo */
+    if (e->kind == KIND_FD_FIBER) s->fd_parked--;
+    if (e->extra != Qundef && e->extra) {
+        st_data_t key = (st_data_t)e->fiber;
+        st_delete(s->blocked, &key, NULL);
+    }
+    memset(e, 0, sizeof(*e));
+    s->parked--;
+    if (s->handle && !sched_inert(s)) farce_core.cancel(s->handle, token);
+}
+
+/* Park the current fiber on token until the loop resumes it; returns the
+ * wait's result. An exception raised into the fiber while it is parked
+ * cancels the wait and propagates. */
+static int64_t park(farce_sched *s, uint64_t token, int kind, VALUE blocker)
+{
+    VALUE fiber = rb_fiber_current();
+    slot_ent *e = slot_at(s, token_slot(token));
+    e->gen = token_gen(token);
+    e->kind = (uint8_t)kind;
+    e->fiber = fiber;
+    e->extra = blocker;
+    if (blocker != Qundef) st_insert(s->blocked, (st_data_t)fiber, (st_data_t)token);
+    s->parked++;
+    if (kind == KIND_FD_FIBER) s->fd_parked++;
+
+    int state = 0;
+    VALUE result = rb_protect(yield_to_loop, Qnil, &state);
+    if (state) {
+        abandon_wait(s, token);
+        rb_jump_tag(state);
+    }
+    slot_ent *now = &s->slots[token_slot(token)];
+    if (now->gen == token_gen(token) && now->fiber == fiber) {
+        /* resumed by someone other than the loop: a spurious wakeup */
+        abandon_wait(s, token);
+        return FARCE_RESULT_WOKEN;
+    }
+    return FIXNUM_P(result) ? FIX2LONG(result) : FARCE_RESULT_WOKEN;
+}
+
+/* ---- the loop ------------------------------------------------------------- */
+
+static void resume_completion(farce_sched *s, farce_completion c)
+{
+    uint32_t slot = token_slot(c.token);
+    if (slot >= s->nslots) return;
+    slot_ent *e = &s->slots[slot];
+    if (e->gen != token_gen(c.token) || !e->fiber) return; /* cancelled meanwhile */
+    VALUE fiber = e->fiber, extra = e->extra;
+    int kind = e->kind;
+    memset(e, 0, sizeof(*e));
+    if (kind == KIND_ALARM) {
+        if (RTEST(rb_fiber_alive_p(fiber))) {
+            rb_fiber_raise(fiber, (int)RARRAY_LEN(extra), RARRAY_CONST_PTR(extra));
+        }
+        return;
+    }
+    s->parked--;
+    if (kind == KIND_FD_FIBER) s->fd_parked--;
+    if (extra != Qundef && extra) {
+        st_data_t key = (st_data_t)fiber;
+        st_delete(s->blocked, &key, NULL);
+    }
+    VALUE arg = LONG2FIX((long)c.result);
+    rb_fiber_resume(fiber, 1, &arg);
+}
+
+/* Wakeups other threads asked for while they held the GVL. */
+static void drain_inbox(farce_sched *s)
+{
+    for (long i = 0; i < s->inbox_len; i++) farce_core.wake(s->handle, s->inbox[i]);
+    s->inbox_len = 0;
+}
+
+/* Ruby 3.1-3.4 have no hook for IO#close: every CLOSE_SCAN_NS the loop looks
+ * for parked descriptors whose IO was closed and wakes their fibers. */
+static void scan_closed(farce_sched *s)
+{
+    if (!s->fd_parked) return;
+    int64_t now = monotonic_ns();
+    if (now - s->last_scan < CLOSE_SCAN_NS) return;
+    s->last_scan = now;
+    for (int fd = 0; fd < s->nfds; fd++) {
+        VALUE io = s->fds[fd].io;
+        if (io && io_fd_or_closed(io) != fd) {
+            farce_core.forget_fd(s->handle, fd);
+            memset(&s->fds[fd], 0, sizeof(fd_ent));
+        }
+    }
+}
+
+struct blocking_poll {
+    int64_t handle;
+    int64_t block_ns;
+    farce_completion *out;
+    int64_t result;
+};
+
+static void *poll_without_gvl(void *p)
+{
+    struct blocking_poll *a = p;
+    a->result = farce_core.poll(a->handle, a->block_ns, a->out, BATCH);
+    return NULL;
+}
+
+/* Rule 4: the unblock function only writes to the core's wakeup descriptor. */
+static void poll_unblock(void *p)
+{
+    uint64_t one = 1;
+    ssize_t unused = write(*(int *)p, &one, sizeof(one));
+    (void)unused;
+}
+
+static VALUE run_loop(VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    for (;;) {
+        while (s->batch_pos < s->batch_len) {
+            farce_completion c = s->batch[s->batch_pos++];
+            resume_completion(s, c); /* may raise: the batch cursor is already past c */
+            if (!s->handle) return Qnil;
+        }
+        if (s->inbox_len) drain_inbox(s);
+        if (s->parked <= 0) return Qnil;
+        scan_closed(s);
+        int64_t n = farce_core.poll(s->handle, 0, s->batch, BATCH);
+        if (n == 0) {
+            struct blocking_poll a = {s->handle, s->fd_parked ? CLOSE_SCAN_NS : -1, s->batch, 0};
+            rb_nogvl(poll_without_gvl, &a, poll_unblock, &s->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
+            n = a.result;
+            s->batch_pos = 0;
+            s->batch_len = n > 0 ? (int)n : 0;
+            rb_thread_check_ints(); /* traps, Thread#raise, Timeout: may raise, batch kept */
+            if (n == -EINTR) continue;
+        }
+        if (n < 0) raise_core_error(s, n, "poll");
+        s->batch_pos = 0;
+        s->batch_len = (int)n;
+    }
+}
+
+static VALUE run_done(VALUE self)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    s->running = 0;
+    return Qnil;
+}
+
+/* call-seq: run -> nil
+ * Runs the event loop until no fiber waits on this scheduler. */
+static VALUE sched_run(VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    if (s->running) rb_raise(farce_eError, "Farce::Scheduler#run is already running (it is not re-entrant)");
+    s->running = 1;
+    s->thread = rb_thread_current();
+    return rb_ensure(run_loop, self, run_done, self);
+}
+
+/* ---- construction and release --------------------------------------------- */
+
+static void release_orphans(void)
+{
+    while (norphans > 0) farce_core.close(orphans[--norphans]);
+}
+
+/* call-seq: __open(backend_name) -> [backend, fallback_reason] */
+static VALUE sched_open(VALUE self, VALUE backend)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    if (s->handle) rb_raise(farce_eError, "scheduler already initialized");
+    farce_core_load();
+    release_orphans();
+    char name[64] = "", reason[512] = "";
+    int wake_fd = -1;
+    int64_t h = farce_core.new_(StringValueCStr(backend), name, sizeof(name), reason, sizeof(reason), &wake_fd);
+    if (h <= 0) rb_raise(farce_eError, "cannot start farce with backend %"PRIsVALUE": %s", backend, reason);
+    s->handle = h;
+    s->wake_fd = wake_fd;
+    s->fork_generation = farce_fork_generation;
+    s->thread = rb_thread_current();
+    s->backend = ID2SYM(rb_intern(name));
+    s->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
+    return Qnil;
+}
+
+/* call-seq: __release -> nil
+ * Frees the Go scheduler and forgets every wait without resuming it. In a
+ * forked child it touches only C memory: no Go call, no descriptor closed. */
+static VALUE sched_release(VALUE self)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    if (s->handle && !sched_inert(s)) farce_core.close(s->handle);
+    s->handle = 0;
+    memset(s->slots, 0, s->nslots * sizeof(slot_ent));
+    memset(s->fds, 0, s->nfds * sizeof(fd_ent));
+    st_clear(s->blocked);
+    s->batch_pos = s->batch_len = 0;
+    s->inbox_len = 0;
+    s->parked = s->fd_parked = 0;
+    return Qnil;
+}
+
+static VALUE sched_closed_p(VALUE self)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    return (!s->handle || sched_inert(s)) ? Qtrue : Qfalse;
+}
+
+static VALUE sched_backend(VALUE self) { return ((farce_sched *)rb_check_typeddata(self, &sched_type))->backend; }
+
+static VALUE sched_fallback_reason(VALUE self)
+{
+    return ((farce_sched *)rb_check_typeddata(self, &sched_type))->fallback_reason;
+}
+
+static VALUE sched_fiber_started(VALUE self)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    s->live_fibers++;
+    return Qnil;
+}
+
+static VALUE sched_fiber_finished(VALUE self)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    s->live_fibers--;
+    return Qnil;
+}
+
+static VALUE sched_stats(VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    int64_t v[FARCE_STAT_COUNT];
+    int64_t r = farce_core.stats(s->handle, v, FARCE_STAT_COUNT);
+    if (r < 0) raise_core_error(s, r, "stats");
+    VALUE h = rb_hash_new();
+    rb_hash_aset(h, ID2SYM(rb_intern("backend")), s->backend);
+    rb_hash_aset(h, ID2SYM(rb_intern("fibers")), LONG2NUM(s->live_fibers));
+    rb_hash_aset(h, ID2SYM(rb_intern("parked_fibers")), LONG2NUM(s->parked));
+    rb_hash_aset(h, ID2SYM(rb_intern("pending_waits")), LL2NUM(v[FARCE_STAT_PENDING_WAITS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("ready_waits")), LL2NUM(v[FARCE_STAT_READY_WAITS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("timers")), LL2NUM(v[FARCE_STAT_TIMERS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("registered_descriptors")), LL2NUM(v[FARCE_STAT_REGISTERED_FDS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("iterations")), LL2NUM(v[FARCE_STAT_ITERATIONS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("completed_waits")), LL2NUM(v[FARCE_STAT_COMPLETED]));
+    rb_hash_aset(h, ID2SYM(rb_intern("goroutines")), LL2NUM(v[FARCE_STAT_GOROUTINES]));
+    return h;
+}
+
+/* ---- hooks: waits ---------------------------------------------------------- */
+
+/* Waits for events on fd; returns ready events, 0 on timeout, raises IOError
+ * when the IO is closed meanwhile. */
+static int64_t wait_fd(farce_sched *s, int fd, uint32_t events, int64_t tmo, int known)
+{
+    uint64_t token = 0;
+    stack_guard();
+    int64_t r = farce_core.wait_fd(s->handle, fd, events, tmo, known, &token);
+    if (r > 0) return r;
+    if (r < 0) raise_core_error(s, r, "wait on descriptor");
+    if (tmo == 0) {
+        farce_core.cancel(s->handle, token);
+        return 0;
+    }
+    int64_t result = park(s, token, KIND_FD_FIBER, Qundef);
+    if (result == FARCE_RESULT_CLOSED) rb_raise(rb_eIOError, "closed stream");
+    return result;
+}
+
+/* call-seq: io_wait(io, events, timeout) -> events or false */
+static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
+{
+    farce_sched *s = get_sched(self);
+    io = rb_io_get_io(io);
+    int fd = io_descriptor(io);
+    int ev = NUM2INT(events);
+    if (ev <= 0 || (ev & ~(RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE))) {
+        rb_raise(rb_eArgError, "io_wait: invalid events %d for fd %d (use IO::READABLE, IO::PRIORITY, IO::WRITABLE)", ev, fd);
+    }
+    int64_t tmo = timeout_ns(timeout);
+    fd_ent *f = fd_entry(s, io, fd);
+    if (!f->pollable) return INT2NUM(ev);
+    int64_t r = wait_fd(s, fd, (uint32_t)ev, tmo, FARCE_KNOWN_UNKNOWN);
+    return r > 0 ? LL2NUM(r) : Qfalse;
+}
+
+/* Reads into buffer[offset...] at least `length` bytes (at least once when
+ * length is 0); returns the count or -errno. The read is tried first unless
+ * the last one drained the stream. */
+static VALUE io_read_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, size_t offset)
+{
+    farce_sched *s = get_sched(self);
+    io = rb_io_get_io(io);
+    int fd = io_descriptor(io);
+    size_t length = NUM2SIZET(length_v);
+    size_t total = 0;
+    int waited = 0; /* the last step was a wait: read now, whatever we knew before */
+    for (;;) {
+        void *base;
+        size_t size;
+        rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
+        if (offset > size || length > size - offset) {
+            rb_raise(rb_eArgError, "io_read: length %zu at offset %zu exceeds the buffer (%zu bytes)", length, offset, size);
+        }
+        size_t room = size - offset - total;
+        if (room == 0) return SIZET2NUM(total);
+        fd_ent *f = fd_entry(s, io, fd);
+        if (!waited && f->pollable && (f->drained || f->blocking)) {
+            int known = f->drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN;
+            f->drained = 0;
+            wait_fd(s, fd, RUBY_IO_READABLE, -1, known);
+            waited = 1;
+            continue;
+        }
+        waited = 0;
+        ssize_t n = read(fd, (char *)base + offset + total, room);
+        if (n > 0) {
+            total += (size_t)n;
+            f->drained = f->stream && (size_t)n < room;
+            if (total >= length) return SIZET2NUM(total);
+            continue;
+        }
+        if (n == 0) return SIZET2NUM(total); /* end of file */
+        int e = errno;
+        if (e == EINTR) {
+            rb_thread_check_ints();
+            continue;
+        }
+        if (e == EAGAIN || e == EWOULDBLOCK) {
+            wait_fd(s, fd, RUBY_IO_READABLE, -1, FARCE_KNOWN_NOT_READY);
+            waited = 1;
+            continue;
+        }
+        return total ? SIZET2NUM(total) : LONG2NUM(-e);
+    }
+}
+
+/* Writes at least `length` bytes of buffer[offset...] (at least once when
+ * length is 0); returns the count or -errno. */
+static VALUE io_write_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, size_t offset)
+{
+    farce_sched *s = get_sched(self);
+    io = rb_io_get_io(io);
+    int fd = io_descriptor(io);
+    size_t length = NUM2SIZET(length_v);
+    size_t total = 0;
+    int waited = 0;
+    for (;;) {
+        const void *base;
+        size_t size;
+        rb_io_buffer_get_bytes_for_reading(buffer, &base, &size);
+        if (offset > size || length > size - offset) {
+            rb_raise(rb_eArgError, "io_write: length %zu at offset %zu exceeds the buffer (%zu bytes)", length, offset, size);
+        }
+        size_t left = size - offset - total;
+        if (left == 0) return SIZET2NUM(total);
+        fd_ent *f = fd_entry(s, io, fd);
+        if (!waited && f->pollable && f->blocking) {
+            wait_fd(s, fd, RUBY_IO_WRITABLE, -1, FARCE_KNOWN_UNKNOWN);
+        }
+        waited = 0;
+        ssize_t n = write(fd, (const char *)base + offset + total, left);
+        if (n >= 0) {
+            total += (size_t)n;
+            if (total >= length) return SIZET2NUM(total);
+            continue;
+        }
+        int e = errno;
+        if (e == EINTR) {
+            rb_thread_check_ints();
+            continue;
+        }
+        if (e == EAGAIN || e == EWOULDBLOCK) {
+            wait_fd(s, fd, RUBY_IO_WRITABLE, -1, FARCE_KNOWN_NOT_READY);
+            waited = 1;
+            continue;
+        }
+        return total ? SIZET2NUM(total) : LONG2NUM(-e);
+    }
+}
+
+#if defined(RUBY_FIBER_SCHEDULER_VERSION) && RUBY_FIBER_SCHEDULER_VERSION >= 2
+/* Ruby 3.2+: io_read(io, buffer, length, offset) */
+static VALUE sched_io_read(VALUE self, VALUE io, VALUE buffer, VALUE length, VALUE offset)
+{
+    return io_read_common(self, io, buffer, length, NUM2SIZET(offset));
+}
+static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length, VALUE offset)
+{
+    return io_write_common(self, io, buffer, length, NUM2SIZET(offset));
+}
+#define IO_RW_ARITY 4
+#else
+/* Ruby 3.1: io_read(io, buffer, length) */
+static VALUE sched_io_read(VALUE self, VALUE io, VALUE buffer, VALUE length)
+{
+    return io_read_common(self, io, buffer, length, 0);
+}
+static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length)
+{
+    return io_write_common(self, io, buffer, length, 0);
+}
+#define IO_RW_ARITY 3
+#endif
+
+/* call-seq: kernel_sleep(duration = nil) -> true */
+static VALUE sched_kernel_sleep(int argc, VALUE *argv, VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    rb_check_arity(argc, 0, 1);
+    int64_t tmo = argc == 1 ? timeout_ns(argv[0]) : -1;
+    uint64_t token = 0;
+    stack_guard();
+    int64_t r = tmo == 0 ? farce_core.yield(s->handle, &token) : farce_core.park(s->handle, tmo, &token);
+    if (r < 0) raise_core_error(s, r, "sleep");
+    park(s, token, KIND_FIBER, Qundef);
+    return Qtrue;
+}
+
+/* call-seq: block(blocker, timeout = nil) -> true (woken) or false (timed out) */
+static VALUE sched_block(int argc, VALUE *argv, VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    rb_check_arity(argc, 1, 2);
+    int64_t tmo = argc == 2 ? timeout_ns(argv[1]) : -1;
+    uint64_t token = 0;
+    stack_guard();
+    int64_t r = farce_core.park(s->handle, tmo, &token);
+    if (r < 0) raise_core_error(s, r, "block");
+    VALUE blocker = NIL_P(argv[0]) ? Qtrue : argv[0];
+    return park(s, token, KIND_FIBER, blocker) == FARCE_RESULT_TIMED_OUT ? Qfalse : Qtrue;
+}
+
+/* call-seq: unblock(blocker, fiber) -> nil
+ * Safe from any thread: another thread queues the wakeup for the loop and
+ * interrupts its kernel wait. */
+static VALUE sched_unblock(VALUE self, VALUE blocker, VALUE fiber)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    if (!s->handle || sched_inert(s)) return Qnil;
+    st_data_t token;
+    if (!st_lookup(s->blocked, (st_data_t)fiber, &token)) return Qnil; /* not blocked (any more) */
+    if (rb_thread_current() == s->thread) {
+        stack_guard();
+        farce_core.wake(s->handle, (uint64_t)token);
+        return Qnil;
+    }
+    if (s->inbox_len == s->inbox_cap) {
+        long cap = s->inbox_cap ? s->inbox_cap * 2 : 16;
+        REALLOC_N(s->inbox, uint64_t, cap);
+        s->inbox_cap = cap;
+    }
+    s->inbox[s->inbox_len++] = (uint64_t)token;
+    poll_unblock(&s->wake_fd);
+    return Qnil;
+}
+
+/* call-seq: __alarm(fiber, seconds, exception_class, arguments) -> token
+ * After `seconds`, raise exception_class.new(*arguments) in fiber. */
+static VALUE sched_alarm(VALUE self, VALUE fiber, VALUE seconds, VALUE klass, VALUE args)
+{
+    farce_sched *s = get_sched(self);
+    int64_t tmo = timeout_ns(seconds);
+    Check_Type(args, T_ARRAY);
+    uint64_t token = 0;
+    stack_guard();
+    int64_t r = farce_core.park(s->handle, tmo, &token);
+    if (r < 0) raise_core_error(s, r, "timeout");
+    slot_ent *e = slot_at(s, token_slot(token));
+    e->gen = token_gen(token);
+    e->kind = KIND_ALARM;
+    e->fiber = fiber;
+    e->extra = rb_ary_freeze(rb_ary_plus(rb_ary_new_from_args(1, klass), args));
+    return ULL2NUM(token);
+}
+
+/* call-seq: __cancel_alarm(token) -> nil */
+static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    uint64_t token = NUM2ULL(token_v);
+    uint32_t slot = token_slot(token);
+    if (slot < s->nslots && s->slots[slot].gen == token_gen(token) && s->slots[slot].kind == KIND_ALARM) {
+        memset(&s->slots[slot], 0, sizeof(slot_ent));
+        if (s->handle && !sched_inert(s)) {
+            stack_guard();
+            farce_core.cancel(s->handle, token);
+        }
+    }
+    return Qnil;
+}
+
+/* call-seq: __pidfd_open(pid) -> descriptor or nil when the kernel lacks pidfd */
+static VALUE farce_pidfd_open(VALUE mod, VALUE pid)
+{
+#ifdef SYS_pidfd_open
+    long fd = syscall(SYS_pidfd_open, (pid_t)NUM2INT(pid), 0);
+    if (fd >= 0) {
+        fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+        return INT2NUM((int)fd);
+    }
+    if (errno == ESRCH) rb_syserr_fail(ESRCH, "pidfd_open");
+#endif
+    return Qnil;
+}
+
+static VALUE farce_core_loaded_p(VALUE mod) { return farce_core_loaded() ? Qtrue : Qfalse; }
+
+void Init_farce_shim(void)
+{
+    farce_core_loader_init();
+    id_raise = rb_intern("raise");
+    VALUE mFarce = rb_define_module("Farce");
+    farce_eError = rb_define_class_under(mFarce, "Error", rb_eStandardError);
+    cScheduler = rb_define_class_under(mFarce, "Scheduler", rb_cObject);
+    rb_define_alloc_func(cScheduler, sched_alloc);
+    rb_define_singleton_method(mFarce, "core_loaded?", farce_core_loaded_p, 0);
+    rb_define_singleton_method(mFarce, "__pidfd_open", farce_pidfd_open, 1);
+
+    rb_define_private_method(cScheduler, "__open", sched_open, 1);
+    rb_define_private_method(cScheduler, "__release", sched_release, 0);
+    rb_define_private_method(cScheduler, "__fiber_started", sched_fiber_started, 0);
+    rb_define_private_method(cScheduler, "__fiber_finished", sched_fiber_finished, 0);
+    rb_define_private_method(cScheduler, "__alarm", sched_alarm, 4);
+    rb_define_private_method(cScheduler, "__cancel_alarm", sched_cancel_alarm, 1);
+
+    rb_define_method(cScheduler, "run", sched_run, 0);
+    rb_define_method(cScheduler, "closed?", sched_closed_p, 0);
+    rb_define_method(cScheduler, "backend", sched_backend, 0);
+    rb_define_method(cScheduler, "fallback_reason", sched_fallback_reason, 0);
+    rb_define_method(cScheduler, "stats", sched_stats, 0);
+
+    rb_define_method(cScheduler, "io_wait", sched_io_wait, 3);
+    rb_define_method(cScheduler, "io_read", sched_io_read, IO_RW_ARITY);
+    rb_define_method(cScheduler, "io_write", sched_io_write, IO_RW_ARITY);
+    rb_define_method(cScheduler, "kernel_sleep", sched_kernel_sleep, -1);
+    rb_define_method(cScheduler, "block", sched_block, -1);
+    rb_define_method(cScheduler, "unblock", sched_unblock, 2);
+}

@@ -1,0 +1,432 @@
+package sched
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/farce-rb/farce/internal/driver"
+)
+
+// pipe returns a non-blocking pipe closed at the end of the test.
+func pipe(t testing.TB) (r, w int) {
+	t.Helper()
+	var p [2]int
+	require.NoError(t, unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
+	t.Cleanup(func() {
+		unix.Close(p[0])
+		unix.Close(p[1])
+	})
+	return p[0], p[1]
+}
+
+func socketpair(t testing.TB) (a, b int) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+	})
+	return fds[0], fds[1]
+}
+
+func forBoth(t *testing.T, f func(t *testing.T, persistent bool)) {
+	t.Run("persistent", func(t *testing.T) { f(t, true) })
+	t.Run("oneshot", func(t *testing.T) { f(t, false) })
+}
+
+func TestWaitFDValidation(t *testing.T) {
+	h := newHarness(t, true)
+	for _, fd := range []int{-1, maxFD, maxFD + 1} {
+		_, _, err := h.s.WaitFD(fd, R, -1, NotReady)
+		assert.Error(t, err, "fd %d", fd)
+	}
+	_, _, err := h.s.WaitFD(3, 0, -1, NotReady)
+	assert.Error(t, err, "no events")
+	_, _, err = h.s.WaitFD(3, H, -1, NotReady)
+	assert.Error(t, err, "hangup is not an event one can ask for")
+	_, _, err = h.s.WaitFD(3, R, -1, Readiness(9))
+	assert.Error(t, err, "bad readiness")
+	assert.NoError(t, ValidateFD(0))
+	assert.NoError(t, ValidateFD(maxFD-1))
+	assert.Error(t, ValidateFD(-5))
+	assert.Error(t, h.s.ForgetFD(-1))
+	assert.NoError(t, h.s.ForgetFD(1000), "forgetting an unknown descriptor is fine")
+	assert.Empty(t, h.drv.arms())
+	h.check()
+	assert.Equal(t, 0, h.s.Stats().PendingWaits)
+}
+
+func TestWaitFDMasksEvents(t *testing.T) {
+	h := newHarness(t, true)
+	tok := h.waitFD(4, R|H|0x100, -1, NotReady)
+	assert.Equal(t, R, h.s.slots.slots[tok.Slot()].interest)
+}
+
+func TestPersistentArmsOncePerSeq(t *testing.T) {
+	h := newHarness(t, true)
+	h.waitFD(4, R, -1, NotReady)
+	h.waitFD(4, W, -1, NotReady)
+	h.waitFD(4, R, -1, Drained)
+	assert.Equal(t, []armCall{{FD: 4, Seq: 1, Events: driver.RubyMask}}, h.drv.arms())
+	assert.Equal(t, 1, h.s.Stats().RegisteredFDs)
+}
+
+func TestEdgeHandedToWaiters(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		tok := h.waitFD(4, R, -1, NotReady)
+		h.drv.Script(h.event(4, R))
+		assert.Equal(t, []Completion{{tok, int64(R)}}, h.poll())
+		// The edge went to the waiter: it is not cached for the next wait.
+		h.waitFD(4, R, -1, Drained)
+	})
+}
+
+func TestEdgeCachedWhenNoWaiters(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		tok := h.waitFD(4, R, -1, NotReady)
+		require.True(t, h.s.Cancel(tok))
+		h.drv.Script(h.event(4, R|W))
+		assert.Empty(t, h.poll())
+		assert.Equal(t, R, h.readyFD(4, R, Drained), "cached edge, consumed")
+		assert.Equal(t, W, h.readyFD(4, W|P, Drained))
+		h.waitFD(4, R|W, -1, Drained)
+	})
+}
+
+func TestPartialEdgeRestIsCached(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		tok := h.waitFD(4, R, -1, NotReady)
+		h.drv.Script(h.event(4, R|W))
+		assert.Equal(t, []Completion{{tok, int64(R)}}, h.poll())
+		assert.Equal(t, W, h.readyFD(4, W, Drained))
+	})
+}
+
+func TestNotReadyClearsStaleEdges(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		tok := h.waitFD(4, R, -1, NotReady)
+		require.True(t, h.s.Cancel(tok))
+		h.drv.Script(h.event(4, R|W))
+		h.poll()
+		// The caller's read just failed with EAGAIN: the cached R edge is stale.
+		tok = h.waitFD(4, R, -1, NotReady)
+		assert.Empty(t, h.poll())
+		// ... but the W edge is not.
+		assert.Equal(t, W, h.readyFD(4, W, Drained))
+		h.drv.Script(h.event(4, R))
+		assert.Equal(t, []Completion{{tok, int64(R)}}, h.poll())
+	})
+}
+
+func TestDrainedTrustsHangup(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		tok := h.waitFD(4, W, -1, NotReady)
+		h.drv.Script(h.event(4, R|W|H))
+		assert.Equal(t, []Completion{{tok, int64(W)}}, h.poll())
+		for _, known := range []Readiness{Drained, NotReady, Unknown} {
+			assert.Equal(t, R|P, h.readyFD(4, R|P, known), "after a hang-up every wait finishes at once (%d)", known)
+		}
+	})
+}
+
+func TestHangupWakesEveryWaiter(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		pri := h.waitFD(4, P, -1, NotReady)
+		rd := h.waitFD(4, R, -1, NotReady)
+		h.drv.Script(h.event(4, R|W|H))
+		got := h.poll()
+		assert.Equal(t, []Completion{{pri, int64(P)}, {rd, int64(R)}}, got,
+			"a waiter for an event the hang-up does not name must not sleep forever")
+	})
+}
+
+func TestSeveralWaitersOneFD(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		r1 := h.waitFD(4, R, -1, NotReady)
+		w1 := h.waitFD(4, W, -1, NotReady)
+		rw := h.waitFD(4, R|W, -1, NotReady)
+		r2 := h.waitFD(4, R, time.Second, NotReady)
+		p1 := h.waitFD(4, P, -1, NotReady)
+		assert.Equal(t, int32(5), h.s.fds.lookup(4).waiters)
+
+		h.drv.Script(h.event(4, W))
+		assert.Equal(t, []Completion{{w1, int64(W)}, {rw, int64(W)}}, h.poll())
+		if !persistent {
+			// One-shot: the driver forgot the arm; the remaining interest is armed again.
+			assert.Equal(t, armCall{FD: 4, Seq: 1, Events: R | P}, h.drv.arms()[len(h.drv.arms())-1])
+		}
+		h.drv.Script(h.event(4, R))
+		assert.Equal(t, []Completion{{r1, int64(R)}, {r2, int64(R)}}, h.poll(), "an edge goes to every waiter that wants it, in order")
+		assert.Equal(t, 0, h.s.Stats().Timers)
+		h.drv.Script(h.event(4, P|R))
+		assert.Equal(t, []Completion{{p1, int64(P)}}, h.poll())
+		assert.Equal(t, R, h.readyFD(4, R, Drained))
+	})
+}
+
+func TestCancelFDWaiterUnlinks(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		a := h.waitFD(4, R, -1, NotReady)
+		b := h.waitFD(4, R, time.Second, NotReady)
+		c := h.waitFD(4, R, -1, NotReady)
+		assert.False(t, h.s.Wake(b), "Wake is for parks, not descriptor waits")
+		require.True(t, h.s.Cancel(b)) // middle
+		h.check()
+		require.True(t, h.s.Cancel(a)) // head
+		h.check()
+		d := h.waitFD(4, R, -1, NotReady)
+		require.True(t, h.s.Cancel(d)) // tail
+		h.check()
+		h.drv.Script(h.event(4, R))
+		assert.Equal(t, []Completion{{c, int64(R)}}, h.poll())
+		assert.Equal(t, int32(-1), h.s.fds.lookup(4).head)
+	})
+}
+
+func TestFDWaitTimesOut(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		a := h.waitFD(4, R, 10*time.Millisecond, NotReady)
+		b := h.waitFD(4, R, -1, NotReady)
+		h.clock.Advance(10 * time.Millisecond)
+		assert.Equal(t, []Completion{{a, ResultTimedOut}}, h.poll())
+		assert.Equal(t, int32(1), h.s.fds.lookup(4).waiters)
+		h.drv.Script(h.event(4, R))
+		assert.Equal(t, []Completion{{b, int64(R)}}, h.poll())
+	})
+}
+
+func TestForgetFD(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		a := h.waitFD(4, R, time.Second, NotReady)
+		b := h.waitFD(4, W, -1, NotReady)
+		other := h.waitFD(5, R, -1, NotReady)
+		oldSeq := h.s.fds.lookup(4).seq
+		h.drv.resetCalls()
+
+		require.NoError(t, h.s.ForgetFD(4))
+		h.check()
+		assert.Equal(t, []armCall{{Disarm: true, FD: 4}}, h.drv.calls)
+		assert.Equal(t, 0, h.s.Stats().Timers)
+		assert.Equal(t, 1, h.s.Stats().RegisteredFDs)
+		assert.False(t, h.s.Cancel(makeToken(99, 1)))
+
+		// Events the kernel queued for the old owner arrive late.
+		h.drv.Script(driver.Event{FD: 4, Seq: oldSeq, Events: R | W | H})
+		assert.Equal(t, []Completion{{a, ResultClosed}, {b, ResultClosed}}, h.poll())
+
+		// The new owner of number 4 starts from scratch under a new seq.
+		st := h.s.fds.lookup(4)
+		assert.NotEqual(t, oldSeq, st.seq)
+		assert.False(t, st.hangup, "the stale hang-up was ignored")
+		assert.Zero(t, st.ready)
+		c := h.waitFD(4, R, -1, Drained)
+		assert.Equal(t, armCall{FD: 4, Seq: st.seq, Events: h.drv.arms()[0].Events}, h.drv.arms()[0])
+		h.drv.Script(driver.Event{FD: 4, Seq: oldSeq, Events: R})
+		assert.Empty(t, h.poll(), "stale event ignored")
+		h.drv.Script(h.event(4, R))
+		assert.Equal(t, []Completion{{c, int64(R)}}, h.poll())
+		_ = other
+	})
+}
+
+func TestForgetFDSeqSkipsReserved(t *testing.T) {
+	h := newHarness(t, true)
+	h.waitFD(4, R, -1, NotReady)
+	h.s.fds.lookup(4).seq = ^uint32(0) - 1
+	require.NoError(t, h.s.ForgetFD(4))
+	assert.Equal(t, uint32(1), h.s.fds.lookup(4).seq)
+	h.check()
+}
+
+func TestEventsForUnknownDescriptorsIgnored(t *testing.T) {
+	h := newHarness(t, true)
+	tok := h.waitFD(4, R, -1, NotReady)
+	h.drv.Script(
+		driver.Event{FD: -1, Seq: 1, Events: R},
+		driver.Event{FD: 1 << 20, Seq: 1, Events: R},
+		driver.Event{FD: 4, Seq: 77, Events: R},
+	)
+	assert.Empty(t, h.poll())
+	assert.True(t, h.s.Cancel(tok))
+}
+
+func TestNotPollableIsAlwaysReady(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		h.drv.notPollable[7] = true
+		assert.Equal(t, R|W, h.readyFD(7, R|W, NotReady))
+		assert.Len(t, h.drv.arms(), 1)
+		assert.Equal(t, R, h.readyFD(7, R, Drained))
+		assert.Equal(t, W, h.readyFD(7, W, Unknown))
+		assert.Len(t, h.drv.arms(), 1, "the answer is remembered")
+		assert.Equal(t, 0, h.s.Stats().RegisteredFDs)
+		assert.Equal(t, 0, h.s.Stats().PendingWaits)
+		// A new owner of the number may be pollable.
+		require.NoError(t, h.s.ForgetFD(7))
+		delete(h.drv.notPollable, 7)
+		h.waitFD(7, R, -1, NotReady)
+	})
+}
+
+func TestArmErrorIsReturned(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		boom := errors.New("boom")
+		h.drv.armErr[7] = boom
+		_, _, err := h.s.WaitFD(7, R, time.Second, NotReady)
+		assert.ErrorIs(t, err, boom)
+		h.check()
+		assert.Equal(t, Stats{}, h.s.Stats())
+		delete(h.drv.armErr, 7)
+		h.waitFD(7, R, -1, NotReady)
+	})
+}
+
+func TestOneShotRearm(t *testing.T) {
+	h := newHarness(t, false)
+	r := h.waitFD(4, R, -1, NotReady)
+	h.waitFD(4, R, -1, NotReady) // already armed for R: no call
+	w := h.waitFD(4, W, -1, NotReady)
+	assert.Equal(t, []armCall{{FD: 4, Seq: 1, Events: R}, {FD: 4, Seq: 1, Events: R | W}}, h.drv.arms())
+	assert.Equal(t, 1, h.s.Stats().RegisteredFDs)
+
+	h.drv.resetCalls()
+	h.drv.Script(h.event(4, R))
+	got := h.poll()
+	assert.Len(t, got, 2)
+	assert.Equal(t, r, got[0].Token)
+	assert.Equal(t, []armCall{{FD: 4, Seq: 1, Events: W}}, h.drv.calls, "re-armed for what is still awaited")
+	assert.Equal(t, W, h.s.fds.lookup(4).armed)
+	assert.Equal(t, 1, h.s.Stats().RegisteredFDs)
+
+	h.drv.resetCalls()
+	h.drv.Script(h.event(4, W))
+	assert.Equal(t, []Completion{{w, int64(W)}}, h.poll())
+	assert.Empty(t, h.drv.calls, "nothing left to wait for: not re-armed")
+	assert.Zero(t, h.s.fds.lookup(4).armed)
+	assert.Equal(t, 0, h.s.Stats().RegisteredFDs)
+
+	h.waitFD(4, P, -1, NotReady)
+	assert.Equal(t, []armCall{{FD: 4, Seq: 1, Events: P}}, h.drv.calls)
+	assert.Equal(t, 1, h.s.Stats().RegisteredFDs)
+}
+
+func TestOneShotCancelledWaiterLeavesArm(t *testing.T) {
+	h := newHarness(t, false)
+	tok := h.waitFD(4, R, -1, NotReady)
+	require.True(t, h.s.Cancel(tok))
+	assert.Equal(t, 1, h.s.Stats().RegisteredFDs)
+	h.drv.Script(h.event(4, R))
+	assert.Empty(t, h.poll())
+	assert.Equal(t, 0, h.s.Stats().RegisteredFDs)
+	assert.Equal(t, R, h.readyFD(4, R, Drained))
+}
+
+// ---------------------------------------------------------------- Unknown: probing real descriptors
+
+func TestUnknownProbesPipe(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		r, w := pipe(t)
+
+		// Nothing pending: the probe says no, the wait parks.
+		tok := h.waitFD(r, R, -1, Unknown)
+		require.Len(t, h.drv.arms(), 1)
+		require.True(t, h.s.Cancel(tok))
+
+		// Data pending: ready at once, without touching the driver.
+		_, err := unix.Write(w, []byte("x"))
+		require.NoError(t, err)
+		h.drv.resetCalls()
+		h.s.ForgetFD(r)
+		h.drv.resetCalls()
+		assert.Equal(t, R, h.readyFD(r, R|P, Unknown))
+		assert.Empty(t, h.drv.calls)
+
+		// The write end of an empty pipe is writable.
+		assert.Equal(t, W, h.readyFD(w, W, Unknown))
+		assert.Empty(t, h.drv.calls)
+	})
+}
+
+func TestUnknownTrustsNotReadySinceLastEdge(t *testing.T) {
+	h := newHarness(t, true)
+	r, w := pipe(t)
+	tok := h.waitFD(r, R, -1, NotReady)
+	require.True(t, h.s.Cancel(tok))
+	// Data arrives; its edge has not been polled yet. Unknown does not probe a
+	// direction known empty since the last edge: the edge will come.
+	_, err := unix.Write(w, []byte("x"))
+	require.NoError(t, err)
+	tok = h.waitFD(r, R, -1, Unknown)
+	h.drv.Script(h.event(r, R))
+	assert.Equal(t, []Completion{{tok, int64(R)}}, h.poll())
+	// After the edge, Unknown probes again and finds the unread byte.
+	assert.Equal(t, R, h.readyFD(r, R, Unknown))
+}
+
+func TestUnknownProbeSeesHangup(t *testing.T) {
+	h := newHarness(t, true)
+	r, w := pipe(t)
+	require.NoError(t, unix.Close(w))
+	assert.Equal(t, R|P, h.readyFD(r, R|P, Unknown), "hang-up: every asked event is reported")
+	assert.Empty(t, h.drv.calls)
+}
+
+func TestUnknownProbeError(t *testing.T) {
+	h := newHarness(t, true)
+	r, w := pipe(t)
+	require.NoError(t, unix.Close(r))
+	_ = w
+	// r is closed (and may not be reused before the probe in this test).
+	_, _, err := h.s.WaitFD(r, R, -1, Unknown)
+	assert.ErrorIs(t, err, unix.EBADF)
+	h.check()
+	assert.Equal(t, 0, h.s.Stats().PendingWaits)
+}
+
+func TestUnknownCachedEdgeSkipsProbe(t *testing.T) {
+	h := newHarness(t, true)
+	r, _ := pipe(t) // empty: a probe would say not ready
+	tok := h.waitFD(r, R, -1, NotReady)
+	require.True(t, h.s.Cancel(tok))
+	h.drv.Script(h.event(r, R))
+	h.poll()
+	assert.Equal(t, R, h.readyFD(r, R, Unknown), "a pending edge answers without a probe")
+}
+
+// ---------------------------------------------------------------- real drivers
+
+func TestRealFileNotPollableWithEpoll(t *testing.T) {
+	d, err := driver.NewEpoll()
+	require.NoError(t, err)
+	s := New(d, nil)
+	defer s.Close()
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	require.NoError(t, err)
+	defer f.Close()
+	fd := int(f.Fd())
+	tok, got, err := s.WaitFD(fd, R|W, -1, NotReady)
+	require.NoError(t, err)
+	assert.Zero(t, tok)
+	assert.Equal(t, R|W, got)
+	require.NoError(t, s.checkInvariants())
+}

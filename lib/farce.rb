@@ -1,0 +1,37 @@
+# frozen_string_literal: true
+
+require_relative "farce/version"
+require_relative "farce/native"
+require_relative "farce/scheduler"
+
+# farce is a Fiber::Scheduler whose core (waits, timers, ready queue, kernel
+# drivers) is written in Go.
+#
+#   Farce.run do
+#     Fiber.schedule { sleep 1 }
+#     Fiber.schedule { sleep 1 }
+#   end # about one second
+module Farce
+  # Installs a scheduler on the current thread, runs the block in a fiber,
+  # runs the event loop until every fiber finished, closes the scheduler and
+  # returns the block's value. When the block or one of its fibers raises,
+  # the remaining fibers are abandoned and the exception propagates.
+  def self.run(**options, &block)
+    raise ArgumentError, "Farce.run needs a block" unless block
+
+    previous = Fiber.scheduler
+    scheduler = Scheduler.new(**options)
+    Fiber.set_scheduler(scheduler)
+    result = nil
+    begin
+      Fiber.schedule { result = block.call }
+      scheduler.run
+    rescue Exception # rubocop:disable Lint/RescueException -- abandon, then re-raise anything
+      scheduler.abandon
+      raise
+    ensure
+      Fiber.set_scheduler(previous)
+    end
+    result
+  end
+end
