@@ -23,13 +23,15 @@ module Farce
     scheduler = Scheduler.new(**options)
     Fiber.set_scheduler(scheduler)
     result = nil
+    finished = false
     begin
       Fiber.schedule { result = block.call }
       scheduler.run
-    rescue Exception # rubocop:disable Lint/RescueException -- abandon, then re-raise anything
-      scheduler.abandon
-      raise
+      finished = true
     ensure
+      # An exception, Thread#kill or throw is on its way out: the fibers
+      # still parked are never resumed (closing would run them to the end).
+      scheduler.abandon unless finished
       Fiber.set_scheduler(previous)
     end
     result

@@ -694,7 +694,9 @@ static VALUE sched_kernel_sleep(int argc, VALUE *argv, VALUE self)
     stack_guard();
     int64_t r = tmo == 0 ? farce_core.yield(s->handle, &token) : farce_core.park(s->handle, tmo, &token);
     if (r < 0) raise_core_error(s, r, "sleep");
-    park(s, token, KIND_FIBER, Qundef);
+    /* registered for unblock: Mutex#sleep and ConditionVariable#wait park in
+     * kernel_sleep and are woken by `unblock` */
+    park(s, token, KIND_FIBER, Qtrue);
     return Qtrue;
 }
 

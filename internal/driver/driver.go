@@ -25,6 +25,9 @@ const (
 	// Hangup is set with Readable|Writable when the peer hung up or the
 	// descriptor is in error: the follow-up read or write surfaces the cause.
 	Hangup Events = 8
+	// ReadHangup is set with Readable when the peer shut down its writing
+	// side: reads return end-of-file from now on, writes may still work.
+	ReadHangup Events = 16
 
 	// RubyMask is the set of bits a caller may ask for.
 	RubyMask = Readable | Priority | Writable
@@ -35,7 +38,7 @@ func (e Events) String() string {
 	for _, b := range []struct {
 		bit  Events
 		name string
-	}{{Readable, "r"}, {Priority, "p"}, {Writable, "w"}, {Hangup, "h"}} {
+	}{{Readable, "r"}, {Priority, "p"}, {Writable, "w"}, {Hangup, "h"}, {ReadHangup, "e"}} {
 		if e&b.bit != 0 {
 			s += b.name
 		}

@@ -121,7 +121,7 @@ func epollToEvents(m uint32) Events {
 		ev |= Readable | Writable | Hangup
 	}
 	if m&unix.EPOLLRDHUP != 0 {
-		ev |= Hangup
+		ev |= ReadHangup
 	}
 	return ev
 }

@@ -11,7 +11,7 @@ import (
 // fakeClock is a manual monotonic clock.
 type fakeClock struct{ now int64 }
 
-func (c *fakeClock) Now() int64               { return c.now }
+func (c *fakeClock) Now() int64              { return c.now }
 func (c *fakeClock) Advance(d time.Duration) { c.now += int64(d) }
 
 // armCall records one Arm or Disarm.

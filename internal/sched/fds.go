@@ -38,6 +38,7 @@ type fdState struct {
 	ready      Events // edges seen and not yet consumed by a wait
 	notReady   Events // directions known empty since the last edge
 	hangup     bool   // peer hung up or error: every later wait finishes at once
+	readEOF    bool   // peer shut down its writing side: every later read wait finishes at once
 	head, tail int32  // waiter list (slot indexes)
 	waiters    int32
 }

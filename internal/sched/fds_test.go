@@ -430,3 +430,16 @@ func TestRealFileNotPollableWithEpoll(t *testing.T) {
 	assert.Equal(t, R|W, got)
 	require.NoError(t, s.checkInvariants())
 }
+
+func TestReadHangupOnlyFinishesReads(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		wr := h.waitFD(4, W, -1, NotReady)
+		rd := h.waitFD(4, R, -1, NotReady)
+		h.drv.Script(h.event(4, R|driver.ReadHangup))
+		assert.Equal(t, []Completion{{rd, int64(R)}}, h.poll(), "a half-close wakes readers, not writers")
+		assert.Equal(t, R, h.readyFD(4, R, NotReady), "every later read wait finishes at once")
+		h.drv.Script(h.event(4, W))
+		assert.Equal(t, []Completion{{wr, int64(W)}}, h.poll())
+	})
+}

@@ -182,6 +182,9 @@ func (s *Scheduler) WaitFD(fd int, events Events, timeout time.Duration, known R
 	if st.hangup {
 		return 0, events, nil
 	}
+	if st.readEOF && events&driver.Readable != 0 {
+		return 0, driver.Readable, nil
+	}
 	switch known {
 	case NotReady:
 		st.ready &^= events
@@ -296,6 +299,9 @@ func (s *Scheduler) deliver(ev driver.Event) {
 	if ev.Events&driver.Hangup != 0 {
 		st.hangup = true
 	}
+	if ev.Events&driver.ReadHangup != 0 {
+		st.readEOF = true
+	}
 	got := ev.Events & driver.RubyMask
 	st.notReady &^= got
 	var handed Events
@@ -308,6 +314,8 @@ func (s *Scheduler) deliver(ev driver.Event) {
 			// Every later wait finishes at once; so does every current one,
 			// even for an event the hang-up does not name (no edge follows).
 			m = sl.interest
+		} else if st.readEOF {
+			m |= sl.interest & driver.Readable
 		}
 		if m != 0 {
 			handed |= m

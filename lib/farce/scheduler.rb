@@ -90,6 +90,7 @@ module Farce
 
     def close
       return if closed?
+      return abandon if Thread.current.status == "aborting" # Thread#kill: do not run fibers to their end
 
       run
       __release

@@ -1,0 +1,42 @@
+# frozen_string_literal: true
+
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "farce"
+require "minitest/autorun"
+require "rbconfig"
+require "socket"
+require "timeout"
+
+module FarceTestHelper
+  LIB = File.expand_path("../lib", __dir__)
+
+  # The backend under test: FARCE_BACKEND, or :auto.
+  def backend
+    (ENV["FARCE_BACKEND"] || "auto").to_sym
+  end
+
+  def farce(&block)
+    Farce.run(backend: backend, &block)
+  end
+
+  def monotonic
+    Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  end
+
+  # Runs Ruby code in a child process with farce on the load path; returns
+  # [stdout+stderr, status]. A hang fails after `timeout` seconds.
+  def ruby_subprocess(code, timeout: 30, env: {})
+    out = +""
+    IO.popen(env, [RbConfig.ruby, "-I", LIB, "-e", code], err: %i[child out], pgroup: true) do |io|
+      reader = Thread.new { out << io.read }
+      unless reader.join(timeout)
+        Process.kill(:KILL, -io.pid) # the whole group: forked grandchildren hold the pipe too
+        reader.join(5)
+        flunk "subprocess hung for #{timeout}s; output so far:\n#{out}"
+      end
+    end
+    [out, $?]
+  end
+end
+
+Minitest::Test.include(FarceTestHelper)

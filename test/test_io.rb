@@ -1,0 +1,213 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "tempfile"
+
+class TestIO < Minitest::Test
+  def test_pipe_ping_pong
+    farce do
+      r1, w1 = IO.pipe
+      r2, w2 = IO.pipe
+      Fiber.schedule do
+        while (b = r1.read(1))
+          w2.write(b)
+        end
+        w2.close
+      end
+      1000.times { |i| w1.write((i % 256).chr); assert_equal((i % 256).chr, r2.read(1)) }
+      w1.close
+      assert_nil r2.read(1)
+    end
+  end
+
+  def test_large_transfer_through_a_pipe_both_directions_block
+    data = Random.new(1).bytes(1_000_000)
+    received = nil
+    farce do
+      r, w = IO.pipe
+      Fiber.schedule { received = r.binmode.read; r.close }
+      w.write(data) # far more than the pipe holds: the writer parks
+      w.close
+    end
+    assert_equal data.bytesize, received.bytesize
+    assert data == received, "the bytes must arrive unchanged" # no diff of a megabyte
+  end
+
+  def test_readpartial_and_gets
+    farce do
+      r, w = IO.pipe
+      Fiber.schedule { w.write("line one\nline two\n"); sleep 0.01; w.write("tail"); w.close }
+      assert_equal "line one\n", r.gets
+      assert_equal "line two\n", r.gets
+      assert_equal "tail", r.readpartial(100)
+      assert_raises(EOFError) { r.readpartial(100) }
+    end
+  end
+
+  def test_tcp_echo_many_clients
+    results = []
+    farce do
+      server = TCPServer.new("127.0.0.1", 0)
+      port = server.addr[1]
+      Fiber.schedule do
+        20.times do
+          client = server.accept
+          Fiber.schedule do
+            while (line = client.gets)
+              client.write(line.upcase)
+            end
+            client.close
+          end
+        end
+      end
+      20.times.map do |i|
+        Fiber.schedule do
+          sock = TCPSocket.new("127.0.0.1", port)
+          sock.write("hello #{i}\n")
+          results << sock.gets
+          sock.close
+        end
+      end
+    end
+    assert_equal 20.times.map { |i| "HELLO #{i}\n" }.sort, results.sort
+  end
+
+  def test_unix_socketpair
+    farce do
+      a, b = UNIXSocket.pair
+      Fiber.schedule { b.write(b.read(5).reverse) }
+      a.write("hello")
+      assert_equal "olleh", a.read(5)
+    end
+  end
+
+  def test_io_wait_with_timeout
+    farce do
+      r, w = IO.pipe
+      t = monotonic
+      assert_nil r.wait_readable(0.05)
+      assert_operator monotonic - t, :>=, 0.045
+      w.write("x")
+      assert_equal r, r.wait_readable(1)
+      assert_equal w, w.wait_writable(0)
+    end
+  end
+
+  def test_io_wait_is_level_triggered
+    # Data left behind after a partial read must still make the IO ready.
+    farce do
+      r, w = IO.pipe
+      w.write("abc")
+      3.times do |i|
+        assert r.wait_readable(1), "wait #{i} must see the unread data"
+        assert_equal "abc"[i], r.read_nonblock(1)
+      end
+      assert_nil r.wait_readable(0.01)
+    end
+  end
+
+  def test_several_fibers_wait_on_one_descriptor_for_different_events
+    farce do
+      a, b = UNIXSocket.pair
+      got = []
+      Fiber.schedule { a.wait_readable; got << :readable }
+      Fiber.schedule { a.wait_writable; got << :writable }
+      Fiber.schedule { a.wait_readable; got << :readable2 }
+      sleep 0.01
+      b.write("x")
+      sleep 0.01
+      assert_equal %i[readable readable2 writable], got.sort
+    end
+  end
+
+  def test_regular_files_do_not_park
+    Tempfile.create("farce") do |f|
+      f.write("x" * 10_000)
+      f.flush
+      farce do
+        File.open(f.path) do |io|
+          assert io.wait_readable(0)
+          assert_equal 10_000, io.read.bytesize
+        end
+        File.open(f.path, "a") { |io| io.write("more") }
+      end
+      assert_equal 10_004, File.size(f.path)
+    end
+  end
+
+  def test_closing_an_io_wakes_its_waiters_with_ioerror
+    farce do
+      r, _w = IO.pipe
+      errors = []
+      2.times do
+        Fiber.schedule do
+          r.read(1)
+        rescue IOError => e
+          errors << e
+        end
+      end
+      sleep 0.01
+      t = monotonic
+      r.close
+      sleep 0.01 until errors.size == 2 || monotonic - t > 2
+      assert_equal 2, errors.size
+      assert_operator monotonic - t, :<, 0.5, "waiters must be woken promptly"
+    end
+  end
+
+  def test_reused_descriptor_gets_no_stale_event
+    farce do
+      r1, w1 = IO.pipe
+      fd = r1.fileno
+      woken = false
+      Fiber.schedule do
+        r1.read(1)
+      rescue IOError
+        woken = :ioerror
+      end
+      sleep 0.01
+      r1.close
+      w1.close
+      # the new pipe very likely reuses the number; it must see only its own data
+      r2, w2 = IO.pipe
+      fiber = Fiber.schedule { woken = r2.read(1) }
+      sleep 0.02
+      assert_equal :ioerror, woken
+      assert fiber.alive?, "the new IO must not be woken by the old one's events"
+      w2.write("y")
+      sleep 0.01
+      assert_equal "y", woken
+      assert_equal fd, r2.fileno if r2.fileno == fd
+    end
+  end
+
+  def test_io_wait_on_closed_io_raises
+    farce do
+      r, w = IO.pipe
+      r.close
+      assert_raises(IOError) { r.wait_readable(0) }
+      w.close
+    end
+  end
+
+  def test_write_to_closed_pipe_raises_epipe
+    farce do
+      r, w = IO.pipe
+      r.close
+      assert_raises(Errno::EPIPE) { w.write("x" * 100_000) }
+    end
+  end
+
+  def test_no_descriptor_leak
+    before = Dir.children("/proc/self/fd").size
+    5.times do
+      farce do
+        r, w = IO.pipe
+        Fiber.schedule { r.read(1); r.close }
+        w.write("x")
+        w.close
+      end
+    end
+    assert_equal before, Dir.children("/proc/self/fd").size
+  end
+end

@@ -1,0 +1,77 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+class TestScaleAndGC < Minitest::Test
+  def test_ten_thousand_concurrent_fibers
+    done = 0
+    t = monotonic
+    farce do
+      10_000.times { Fiber.schedule { sleep 0.05; done += 1 } }
+      stats = Fiber.scheduler.stats
+      assert_operator stats[:pending_waits], :>=, 10_000
+      assert_operator stats[:timers], :>=, 10_000
+    end
+    assert_equal 10_000, done
+    assert_operator monotonic - t, :<, 10
+  end
+
+  def test_ten_thousand_fibers_on_pipes
+    n = 2_000 # 4,000 descriptors
+    soft, hard = Process.getrlimit(:NOFILE)
+    Process.setrlimit(:NOFILE, [[hard, 8192].min, hard].min, hard) if soft < 8192
+    received = 0
+    farce do
+      pipes = Array.new(n) { IO.pipe }
+      pipes.each { |r, _| Fiber.schedule { byte = r.read(1); received += byte.size } }
+      assert_equal n, Fiber.scheduler.stats[:registered_descriptors]
+      pipes.each { |_, w| w.write("x") }
+      Fiber.schedule { sleep 0.001 until received == n; pipes.flatten.each(&:close) }
+    end
+    assert_equal n, received
+  end
+
+  def test_gc_stress_smoke
+    got = []
+    farce do
+      GC.stress = true
+      begin
+        r, w = IO.pipe
+        q = Queue.new
+        Fiber.schedule { 3.times { got << r.read(1) } }
+        Fiber.schedule { 3.times { |i| q << i; sleep 0.001 } }
+        Fiber.schedule { 3.times { got << q.pop } }
+        3.times { |i| w.write(i.to_s); sleep 0 }
+      ensure
+        GC.stress = false
+      end
+    end
+    assert_equal %w[0 1 2], got.grep(String)
+    assert_equal [0, 1, 2], got.grep(Integer)
+  end
+
+  def test_gc_compact_while_fibers_are_parked
+    skip "GC.compact is unavailable" unless GC.respond_to?(:compact)
+    results = []
+    farce do
+      pipes = Array.new(50) { IO.pipe }
+      pipes.each_with_index { |(r, _), i| Fiber.schedule { results << [i, r.read(1)] } }
+      50.times { Fiber.schedule { sleep 0.01 } }
+      GC.start
+      GC.compact
+      pipes.each_with_index { |(_, w), i| w.write((i % 10).to_s) }
+    end
+    assert_equal 50, results.size
+    results.each { |i, s| assert_equal((i % 10).to_s, s) }
+  end
+
+  def test_go_runtime_threads_and_goroutines_stay_bounded
+    farce do
+      1000.times { Fiber.schedule { sleep 0.001 } }
+    end
+    s = Farce::Scheduler.new(backend: backend)
+    assert_operator s.stats[:goroutines], :<, 10
+    s.close
+    assert_operator Dir.children("/proc/self/task").size, :<, 30
+  end
+end
