@@ -1,3 +1,5 @@
+//go:build unix
+
 package sched
 
 import (
@@ -41,10 +43,12 @@ func fuzzDescriptors(tb testing.TB) [fzCount]int {
 	fuzzFDsOnce.Do(func() {
 		var p [4][2]int
 		for i := range p {
-			if err := unix.Pipe2(p[i][:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+			if err := unix.Pipe(p[i][:]); err != nil {
 				fuzzFDsErr = err
 				return
 			}
+			unix.SetNonblock(p[i][0], true)
+			unix.SetNonblock(p[i][1], true)
 		}
 		unix.Close(p[3][1])
 		fuzzFDs = [fzCount]int{p[0][0], p[1][0], p[2][0], p[0][1], p[3][0]}

@@ -3,12 +3,12 @@ package sched
 import (
 	"errors"
 	"math"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/farce-rb/farce/internal/driver"
 )
@@ -566,10 +566,10 @@ func TestPollEINTR(t *testing.T) {
 	y := h.yield()
 	tm := h.park(time.Millisecond)
 	h.drv.onWait = func(time.Duration) { h.clock.Advance(time.Millisecond) }
-	h.drv.waitErr = []error{unix.EINTR}
+	h.drv.waitErr = []error{syscall.EINTR}
 	out := make([]Completion, 4)
 	n, err := h.s.Poll(out, true)
-	assert.ErrorIs(t, err, unix.EINTR, "EINTR is returned unchanged")
+	assert.ErrorIs(t, err, syscall.EINTR, "EINTR is returned unchanged")
 	assert.Equal(t, []Completion{{y, ResultWoken}, {tm, ResultTimedOut}}, out[:n], "ready work and due timers are still handed out")
 	h.check()
 }
