@@ -2,6 +2,7 @@ package driver
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -23,6 +24,11 @@ func TestConformance(t *testing.T) {
 
 func runConformance(t *testing.T, ctor func() (Driver, error)) {
 	open := func(t *testing.T) Driver {
+		// Schedulers run their loop on one OS thread (the Ruby thread);
+		// io_uring's SINGLE_ISSUER rings depend on it. Goroutines hop, so
+		// pin the test's (rebuilds on a hop are tested in uring tests).
+		runtime.LockOSThread()
+		t.Cleanup(runtime.UnlockOSThread)
 		d, err := ctor()
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) {
