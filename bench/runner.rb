@@ -1,0 +1,680 @@
+# frozen_string_literal: true
+
+# Runs the whole benchmark suite and regenerates bench/README.md, bench/plot.svg
+# and bench/results/*.json. Started by `rake bench` or `bin/bench`.
+#
+# Environment:
+#   BENCH_RUNS=N         alternating runs per figure; the median is reported (default 3; quick 1)
+#   BENCH_QUICK=1        short version (~2 minutes): shorter runs, fewer timers/fibers
+#   BENCH_CONTENDERS=a,b restrict/override contenders (farce-epoll, farce-poll, async, threads,
+#                        farce-epoll@3.3 = farce under the sid chroot's Ruby 3.3)
+#   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, pp100, http64, http1000, scale0,
+#                        scale10k, timers, queue, xthread, memfiber, memio)
+#   BENCH_SID_RUN=path   sid-run wrapper (default ../shared/tools/sid-run)
+#   BENCH_NO_README=1    keep bench/README.md and bench/plot.svg (write only bench/results/)
+require "json"
+require "rbconfig"
+require "fileutils"
+require "time"
+
+module Bench
+  class Runner
+    ROOT = File.expand_path("..", __dir__)
+    BENCH = File.join(ROOT, "bench")
+    RESULTS = File.join(BENCH, "results")
+    RUBY_ABI = RUBY_VERSION[/\A\d+\.\d+/]
+
+    Case = Struct.new(:id, :title, :kind, :args, :expect_s, keyword_init: true)
+    Row = Struct.new(:id, :label, :unit, :better, :plot, :value, keyword_init: true)
+
+    def initialize
+      @quick = ENV["BENCH_QUICK"] == "1"
+      @runs = Integer(ENV["BENCH_RUNS"] || (@quick ? 1 : 3))
+      raise ArgumentError, "BENCH_RUNS must be >= 1" if @runs < 1
+
+      @sid_run = ENV["BENCH_SID_RUN"] || File.expand_path("../shared/tools/sid-run", ROOT)
+      @tty = $stderr.tty?
+      @started = now
+      @notes = []
+    end
+
+    def now
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+
+    # ---------------------------------------------------------------- setup
+
+    def ensure_tools
+      missing = { "wrk" => "wrk", "gnuplot" => "gnuplot-nox" }.reject { |bin, _| which(bin) }
+      return if missing.empty?
+
+      if Process.uid.zero? && which("apt-get")
+        pkgs = missing.values
+        warn "bench: installing #{pkgs.join(' ')} with apt-get"
+        system("apt-get", "install", "-y", *pkgs) ||
+          (system("apt-get", "update") && system("apt-get", "install", "-y", *pkgs))
+      end
+      abort "bench: wrk is required (apt-get install -y wrk)" unless which("wrk")
+      warn "bench: gnuplot not found; the plot will not be regenerated" unless which("gnuplot")
+    end
+
+    def which(bin)
+      ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).map { |d| File.join(d, bin) }.find { |p| File.executable?(p) }
+    end
+
+    def sid?
+      File.executable?(@sid_run)
+    end
+
+    def ensure_built
+      return if File.exist?(File.join(ROOT, "lib", "farce", RUBY_ABI, "farce_shim.so"))
+
+      warn "bench: farce is not built for Ruby #{RUBY_ABI}; running rake compile"
+      Dir.chdir(ROOT) { system(RbConfig.ruby, "-S", "rake", "compile") } || abort("bench: rake compile failed")
+    end
+
+    PROBE = <<~'RUBY'
+      $LOAD_PATH.unshift(File.join(Dir.pwd, "lib"))
+      require "farce"
+      (Farce::Scheduler::BACKENDS - [:auto]).each do |b|
+        begin
+          s = Farce::Scheduler.new(backend: b)
+          s.close
+          puts "ok #{b}"
+        rescue StandardError, NotImplementedError => e
+          puts "no #{b} #{e.class}: #{e.message.lines.first&.strip}"
+        end
+      end
+    RUBY
+
+    def discover_contenders
+      if ENV["BENCH_CONTENDERS"]
+        return ENV["BENCH_CONTENDERS"].split(",").map(&:strip).reject(&:empty?)
+      end
+
+      list = []
+      out = capture([RbConfig.ruby, "-e", PROBE], 60)
+      out.to_s.each_line do |line|
+        status, name, reason = line.split(" ", 3)
+        if status == "ok"
+          list << "farce-#{name}"
+        elsif status == "no"
+          @notes << "farce backend :#{name} skipped (unavailable here: #{reason.strip})"
+        end
+      end
+      @notes << "farce could not be loaded; no farce contender" if list.empty?
+      if sid? && capture([@sid_run, "ruby", "-e", 'require "async"; print Async::VERSION'], 120).to_s.match?(/\A\d/)
+        list << "async"
+        if File.exist?(File.join(ROOT, "lib", "farce", "3.3", "farce_shim.so")) && list.include?("farce-epoll")
+          list << "farce-epoll@3.3"
+        end
+      else
+        @notes << "Async on Ruby 3.3 unavailable (#{@sid_run} or the async gem missing): no ratios"
+      end
+      list << "threads"
+    end
+
+    def capture(cmd, timeout)
+      r, w = IO.pipe
+      pid = Process.spawn(*cmd, out: w, err: File::NULL, in: File::NULL, pgroup: true, chdir: ROOT)
+      w.close
+      reader = Thread.new { r.read }
+      status = wait_or_kill(pid, timeout)
+      out = reader.value
+      r.close
+      status&.success? ? out : nil
+    end
+
+    # Waits for pid until timeout seconds have passed, then kills its process group.
+    def wait_or_kill(pid, timeout, &tick)
+      deadline = now + timeout
+      loop do
+        _, status = Process.waitpid2(pid, Process::WNOHANG)
+        return status if status
+
+        if now > deadline
+          Process.kill(:KILL, -pid) rescue nil
+          Process.waitpid2(pid) rescue nil
+          return nil
+        end
+        tick&.call
+        sleep 0.05
+      end
+    end
+
+    # ---------------------------------------------------------------- cases
+
+    # Every live fiber's stack costs Ruby two memory mappings (stack + guard
+    # page), so vm.max_map_count (65530 by default) caps live fibers near 32k:
+    # beyond it Fiber#resume raises "can't set a guard page". Returns the
+    # timer count that fits, with a note when that is below the wanted count.
+    def timer_count(wanted)
+      maps = File.read("/proc/sys/vm/max_map_count").to_i rescue 0
+      return wanted if maps.zero? || maps / 2 - 4000 >= wanted
+
+      fit = (maps / 2 - 4000) / 1000 * 1000
+      @notes << "timers: #{fit} instead of #{wanted} sleeping fibers: vm.max_map_count is #{maps} and Ruby " \
+                "maps two regions per live fiber stack (raise it, e.g. sysctl vm.max_map_count=262144, to run #{wanted})"
+      fit
+    end
+
+    def cases
+      q = @quick
+      d = q ? 0.5 : 2.0
+      wrk_s = q ? 2 : 5
+      list = [
+        Case.new(id: "pp1", title: "pipe ping-pong, 1 pair", kind: :workload,
+                 args: ["pingpong", "pairs=1", "seconds=#{d}"], expect_s: d + 1),
+        Case.new(id: "pp100", title: "pipe ping-pong, 100 pairs", kind: :workload,
+                 args: ["pingpong", "pairs=100", "seconds=#{d}"], expect_s: d + 1),
+        Case.new(id: "http64", title: "HTTP hello, wrk 64 connections", kind: :http,
+                 args: { connections: 64, seconds: wrk_s, warmup: q ? 0 : 1 }, expect_s: wrk_s + 4),
+        Case.new(id: "http1000", title: "HTTP hello, wrk 1,000 connections", kind: :http,
+                 args: { connections: 1000, seconds: wrk_s, warmup: q ? 0 : 1 }, expect_s: wrk_s + 5),
+        Case.new(id: "scale0", title: "ping-pong, 0 idle connections", kind: :workload,
+                 args: ["scale", "idle=0", "seconds=#{d}"], expect_s: d + 1),
+        Case.new(id: "scale10k", title: "ping-pong, 10,000 idle connections", kind: :workload,
+                 args: ["scale", "idle=10000", "seconds=#{d}"], expect_s: d + 4),
+        Case.new(id: "timers", title: "timers", kind: :workload,
+                 args: ["timers", "count=#{q ? 20_000 : timer_count(100_000)}", "max_ms=1000"], expect_s: q ? 5 : 30),
+        Case.new(id: "queue", title: "Queue hand-off", kind: :workload,
+                 args: ["queue", "seconds=#{d}"], expect_s: d + 1),
+        Case.new(id: "xthread", title: "cross-thread wake-up", kind: :workload,
+                 args: ["xthread", "seconds=#{d}"], expect_s: d + 1),
+        Case.new(id: "memfiber", title: "memory per parked task", kind: :workload,
+                 args: ["memory", "count=#{q ? 3000 : 8000}", "what=fiber"], expect_s: 5),
+        Case.new(id: "memio", title: "memory per task parked on a descriptor", kind: :workload,
+                 args: ["memory", "count=#{q ? 3000 : 8000}", "what=io"], expect_s: 5)
+      ]
+      if ENV["BENCH_ONLY"]
+        only = ENV["BENCH_ONLY"].split(",").map(&:strip)
+        list.select! { |c| only.include?(c.id) }
+      end
+      list
+    end
+
+    def command(contender, script, *args)
+      ruby = contender == "async" || contender.end_with?("@3.3") ? [@sid_run, "ruby"] : [RbConfig.ruby]
+      [*ruby, File.join(BENCH, script), contender, *args.map(&:to_s)]
+    end
+
+    # ---------------------------------------------------------------- running
+
+    def progress(text, final: false)
+      elapsed = (now - @started).round
+      line = format("bench %d:%02d %s", elapsed / 60, elapsed % 60, text)
+      if @tty
+        $stderr.print "\r\e[K#{line}"
+        $stderr.print "\n" if final
+      elsif final || @last_plain != text
+        $stderr.puts line
+        @last_plain = text
+      end
+    end
+
+    def run_workload(kase, contender, label)
+      cmd = command(contender, "workloads.rb", *kase.args)
+      r, w = IO.pipe
+      err_r, err_w = IO.pipe
+      pid = Process.spawn(*cmd, out: w, err: err_w, in: File::NULL, pgroup: true, chdir: ROOT)
+      w.close
+      err_w.close
+      reader = Thread.new { r.read }
+      err_reader = Thread.new { err_r.read }
+      t0 = now
+      status = wait_or_kill(pid, kase.expect_s * 3 + 60) do
+        progress("#{label} #{(now - t0).round}s") if @tty
+      end
+      out = reader.value
+      err = err_reader.value
+      r.close
+      err_r.close
+      unless status&.success?
+        why = status ? "exit #{status.exitstatus || status.termsig}" : "timed out, killed"
+        return { "error" => "#{why}: #{err.to_s.lines.grep_v(/\A\s+from /).first(3).join.strip}" }
+      end
+      JSON.parse(out.lines.last)
+    rescue JSON::ParserError, NoMethodError => e
+      { "error" => "bad output: #{e.message}" }
+    end
+
+    def run_http(kase, contender, label)
+      cmd = command(contender, "http_hello.rb", "0")
+      io = IO.popen(cmd, "r+", err: File::NULL, pgroup: true, chdir: ROOT)
+      pid = io.pid
+      ready = IO.select([io], nil, nil, 60) && io.gets
+      port = ready.to_s[/\AREADY (\d+)/, 1]
+      return { "error" => "server did not start: #{ready.inspect}" } unless port
+
+      url = "http://127.0.0.1:#{port}/"
+      c = kase.args[:connections]
+      if kase.args[:warmup].positive?
+        progress("#{label} warm-up")
+        capture(["wrk", "-t1", "-c#{c}", "-d#{kase.args[:warmup]}s", "--timeout", "10s", url], 60)
+      end
+      t0 = now
+      wrk = nil
+      wrk_thread = Thread.new do
+        wrk = capture(["wrk", "-t1", "-c#{c}", "-d#{kase.args[:seconds]}s", "--latency", "--timeout", "10s", url],
+                      kase.args[:seconds] + 60)
+      end
+      while wrk_thread.alive?
+        progress("#{label} #{(now - t0).round}/#{kase.args[:seconds]}s") if @tty
+        wrk_thread.join(0.5)
+      end
+      return { "error" => "wrk failed" } unless wrk
+
+      { "contender" => contender, "result" => parse_wrk(wrk), "versions" => { "ruby" => ready.split[2] } }
+    ensure
+      if io
+        begin
+          io.close_write
+        rescue IOError
+          nil
+        end
+        wait_or_kill(pid, 5) if pid
+        io.close rescue nil
+      end
+    end
+
+    def to_ms(text)
+      num = text.to_f
+      case text
+      when /us\z/ then num / 1000.0
+      when /ms\z/ then num
+      when /m\z/ then num * 60_000.0
+      when /s\z/ then num * 1000.0
+      else num
+      end
+    end
+
+    def parse_wrk(out)
+      res = {}
+      res["requests_per_second"] = out[/^Requests\/sec:\s+([\d.]+)/, 1].to_f.round
+      if (m = out.match(/^\s+Latency\s+(\S+)\s+(\S+)\s+(\S+)/))
+        res["latency_avg_ms"] = to_ms(m[1]).round(3)
+        res["latency_max_ms"] = to_ms(m[3]).round(3)
+      end
+      { "50" => "latency_p50_ms", "99" => "latency_p99_ms" }.each do |pct, key|
+        v = out[/^\s+#{pct}%\s+(\S+)/, 1]
+        res[key] = to_ms(v).round(3) if v
+      end
+      if (m = out.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/))
+        res["socket_errors"] = m.captures.map(&:to_i).sum
+      end
+      res["non_2xx"] = out[/Non-2xx or 3xx responses:\s+(\d+)/, 1].to_i
+      res["requests"] = out[/(\d+) requests in/, 1].to_i
+      res
+    end
+
+    def run_all(contenders, kases)
+      @raw = Hash.new { |h, k| h[k] = Hash.new { |h2, k2| h2[k2] = [] } }
+      total = kases.size * @runs * contenders.size
+      step = 0
+      kases.each do |kase|
+        @runs.times do |run|
+          # Alternate: every run starts with a different contender.
+          order = contenders.rotate(run)
+          order.each do |contender|
+            step += 1
+            label = "[#{step}/#{total}] #{kase.id} #{contender} run #{run + 1}/#{@runs}"
+            progress(label)
+            result = kase.kind == :http ? run_http(kase, contender, label) : run_workload(kase, contender, label)
+            if result["error"]
+              progress("#{label}: FAILED #{result['error']}", final: true)
+              @notes << "#{kase.id} #{contender} run #{run + 1} failed: #{result['error']}"
+            end
+            @raw[kase.id][contender] << result
+          end
+        end
+      end
+      progress("done: #{total} runs", final: true)
+    end
+
+    # ---------------------------------------------------------------- summary
+
+    def rows
+      [
+        Row.new(id: "pp1", label: "ping-pong, 1 pair", unit: "round trips/s", better: :higher, plot: true,
+                value: ->(r) { r.dig("pp1", "round_trips_per_second") }),
+        Row.new(id: "pp100", label: "ping-pong, 100 pairs", unit: "round trips/s", better: :higher, plot: true,
+                value: ->(r) { r.dig("pp100", "round_trips_per_second") }),
+        Row.new(id: "http64", label: "HTTP, 64 conns", unit: "req/s", better: :higher, plot: true,
+                value: ->(r) { r.dig("http64", "requests_per_second") }),
+        Row.new(id: "http64p50", label: "HTTP, 64 conns, p50", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("http64", "latency_p50_ms") }),
+        Row.new(id: "http64p99", label: "HTTP, 64 conns, p99", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("http64", "latency_p99_ms") }),
+        Row.new(id: "http64max", label: "HTTP, 64 conns, max", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("http64", "latency_max_ms") }),
+        Row.new(id: "http1000", label: "HTTP, 1,000 conns", unit: "req/s", better: :higher, plot: true,
+                value: ->(r) { r.dig("http1000", "requests_per_second") }),
+        Row.new(id: "http1000p50", label: "HTTP, 1,000 conns, p50", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("http1000", "latency_p50_ms") }),
+        Row.new(id: "http1000p99", label: "HTTP, 1,000 conns, p99", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("http1000", "latency_p99_ms") }),
+        Row.new(id: "http1000max", label: "HTTP, 1,000 conns, max", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("http1000", "latency_max_ms") }),
+        Row.new(id: "scale0", label: "ping-pong, 0 idle conns", unit: "round trips/s", better: :higher,
+                value: ->(r) { r.dig("scale0", "round_trips_per_second") }),
+        Row.new(id: "scale10k", label: "ping-pong, 10,000 idle conns", unit: "round trips/s", better: :higher,
+                plot: true, value: ->(r) { r.dig("scale10k", "round_trips_per_second") }),
+        Row.new(id: "scaleratio", label: "10,000 idle / 0 idle", unit: "ratio", better: :higher,
+                value: lambda { |r|
+                  a = r.dig("scale10k", "round_trips_per_second")
+                  b = r.dig("scale0", "round_trips_per_second")
+                  a && b&.positive? ? (a.to_f / b).round(3) : nil
+                }),
+        Row.new(id: "timers", label: "timers, random 1–1000 ms sleeps", unit: "timers/CPU-s", better: :higher, plot: true,
+                value: ->(r) { r.dig("timers", "timers_per_cpu_second") }),
+        Row.new(id: "timersp99", label: "timer lateness p99", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("timers", "lateness_p99_ms") }),
+        Row.new(id: "queue", label: "Queue hand-off", unit: "round trips/s", better: :higher, plot: true,
+                value: ->(r) { r.dig("queue", "round_trips_per_second") }),
+        Row.new(id: "xthread", label: "cross-thread wake-up", unit: "round trips/s", better: :higher, plot: true,
+                value: ->(r) { r.dig("xthread", "round_trips_per_second") }),
+        Row.new(id: "memfiber", label: "memory per parked task", unit: "KiB", better: :lower,
+                value: ->(r) { (v = r.dig("memfiber", "bytes_per_task")) && (v / 1024.0).round(1) }),
+        Row.new(id: "memfd", label: "memory per registered descriptor (noisy)", unit: "KiB", better: :lower,
+                value: lambda { |r|
+                  io = r.dig("memio", "bytes_per_task")
+                  fb = r.dig("memfiber", "bytes_per_task")
+                  io && fb ? ((io - fb) / 1024.0).round(2) : nil
+                })
+      ]
+    end
+
+    def median(values)
+      v = values.compact.sort
+      return nil if v.empty?
+
+      v.size.odd? ? v[v.size / 2] : (v[v.size / 2 - 1] + v[v.size / 2]) / 2.0
+    end
+
+    # per_run[contender] = [{case_id => result hash}, ...] (index = run)
+    def summarize(contenders)
+      per_run = contenders.to_h do |c|
+        [c, Array.new(@runs) { |i| @raw.to_h { |cid, by_c| [cid, by_c[c]&.[](i)&.dig("result")] } }]
+      end
+      rows.filter_map do |row|
+        cells = contenders.to_h do |c|
+          values = per_run[c].map { |run| row.value.call(run) }
+          ratios = if per_run["async"]
+                     values.each_with_index.map do |v, i|
+                       a = row.value.call(per_run["async"][i])
+                       v && a && a.to_f.positive? && v >= 0 ? v.to_f / a : nil
+                     end
+                   else
+                     []
+                   end
+          [c, { "median" => median(values), "ratio" => median(ratios), "runs" => values }]
+        end
+        next if cells.values.all? { |cell| cell["median"].nil? }
+
+        { "id" => row.id, "label" => row.label, "unit" => row.unit, "better" => row.better.to_s,
+          "plot" => row.plot ? true : false, "cells" => cells }
+      end
+    end
+
+    # ---------------------------------------------------------------- output
+
+    def machine
+      cpu = File.read("/proc/cpuinfo")[/^model name\s*:\s*(.+)$/, 1] rescue nil
+      go = `go version 2>/dev/null`.strip
+      {
+        "nproc" => `nproc`.strip.to_i, "cpu" => cpu || "unknown", "kernel" => `uname -sr`.strip,
+        "memory_gib" => ((File.read("/proc/meminfo")[/MemTotal:\s+(\d+)/, 1].to_i / 1048576.0).round(1) rescue nil),
+        "host_ruby" => RUBY_DESCRIPTION, "go" => go.empty? ? "not found" : go,
+        "wrk" => `wrk -v 2>&1`[/wrk \S+/].to_s.sub("debian/", "")
+      }
+    end
+
+    def fmt(value, unit)
+      return "—" if value.nil?
+
+      if unit == "ms" || unit == "KiB" || unit == "ratio"
+        value >= 100 ? value.round.to_s : format("%.3g", value)
+      else
+        value.round.to_s.reverse.scan(/\d{1,3}/).join(",").reverse
+      end
+    end
+
+    def cell_text(cell, unit, contender)
+      text = fmt(cell["median"], unit)
+      text += format(" (%.2f×)", cell["ratio"]) if cell["ratio"] && contender != "async"
+      text
+    end
+
+    def versions_of(contender)
+      @raw.each_value do |by_c|
+        Array(by_c[contender]).each { |r| return r["versions"] if r && r["versions"] && r["versions"].size > 1 }
+      end
+      @raw.each_value { |by_c| Array(by_c[contender]).each { |r| return r["versions"] if r&.dig("versions") } }
+      {}
+    end
+
+    def describe(contender)
+      v = versions_of(contender)
+      case contender
+      when /\Afarce/
+        "farce #{v['farce']} :#{v['backend'] || contender.sub(/@.*/, '').delete_prefix('farce-')} backend, Ruby #{v['ruby']}"
+      when "async"
+        "Async #{v['async']}, io-event #{v['io_event']} (#{v['selector']}), Ruby #{v['ruby']} (sid chroot via sid-run)"
+      when "threads"
+        "a Ruby Thread per task, Ruby #{v['ruby']}"
+      else
+        contender
+      end
+    end
+
+    def write_outputs(contenders, summary, info)
+      FileUtils.mkdir_p(RESULTS)
+      stamp = Time.now.utc.strftime("%Y%m%dT%H%M%SZ")
+      data = { "generated_at" => Time.now.utc.iso8601, "quick" => @quick, "runs" => @runs, "machine" => info,
+               "contenders" => contenders.to_h { |c| [c, describe(c)] }, "summary" => summary,
+               "raw" => @raw, "notes" => @notes }
+      json = JSON.pretty_generate(data)
+      File.write(File.join(RESULTS, "results-#{stamp}.json"), json)
+      File.write(File.join(RESULTS, "latest.json"), json)
+      print_table(contenders, summary)
+      return if ENV["BENCH_NO_README"] == "1"
+
+      plotted = write_plot(contenders, summary)
+      File.write(File.join(BENCH, "README.md"), readme(contenders, summary, info, plotted))
+      warn "bench: wrote bench/README.md#{plotted ? ', bench/plot.svg' : ''} and bench/results/results-#{stamp}.json"
+    end
+
+    def table_lines(contenders, summary)
+      lines = []
+      lines << "| workload | unit | #{contenders.join(' | ')} |"
+      lines << "| --- | --- |#{' ---: |' * contenders.size}"
+      summary.each do |row|
+        better = row["better"] == "higher" ? "↑" : "↓"
+        cells = contenders.map { |c| cell_text(row["cells"][c], row["unit"], c) }
+        lines << "| #{row['label']} | #{row['unit']} #{better} | #{cells.join(' | ')} |"
+      end
+      lines
+    end
+
+    def print_table(contenders, summary)
+      puts
+      puts table_lines(contenders, summary)
+      puts
+      @notes.each { |n| puts "note: #{n}" }
+    end
+
+    def write_plot(contenders, summary)
+      return false unless which("gnuplot") && contenders.include?("async")
+
+      series = contenders - ["async"]
+      plot_rows = summary.select { |r| r["plot"] }
+      return false if plot_rows.empty? || series.empty?
+
+      dat = File.join(RESULTS, "plot.dat")
+      File.open(dat, "w") do |f|
+        f.puts "workload #{series.map { |s| "\"#{s}\"" }.join(' ')}"
+        plot_rows.each do |row|
+          vals = series.map { |s| (r = row["cells"][s]["ratio"]) ? format("%.4f", r) : "NaN" }
+          f.puts "\"#{row['label']}\" #{vals.join(' ')}"
+        end
+      end
+      svg = File.join(BENCH, "plot.svg")
+      script = <<~GP
+        set terminal svg size 1000,520 dynamic font "sans,12" background "white"
+        set output "#{svg}"
+        set title "farce vs Async (=1) and threads: throughput relative to Async #{@quick ? '(BENCH_QUICK)' : ''}\\nmedian of #{@runs} run(s), higher is better, log scale"
+        set style data histograms
+        set style histogram clustered gap 1
+        set style fill solid 0.85 border -1
+        set boxwidth 0.9
+        set logscale y 2
+        set yrange [0.0078125:*]
+        set ylabel "ratio to Async"
+        set xtics rotate by -25 scale 0 font ",11"
+        set grid ytics
+        set key top left
+        set arrow from graph 0, first 1 to graph 1, first 1 nohead lw 2 dt 2 lc rgb "black"
+        plot for [i=2:#{series.size + 1}] "#{dat}" using i:xtic(1) title columnheader(i)
+      GP
+      File.write(File.join(RESULTS, "plot.gp"), script)
+      ok = system("gnuplot", File.join(RESULTS, "plot.gp"), err: File.join(RESULTS, "gnuplot.log"))
+      warn "bench: gnuplot failed, see bench/results/gnuplot.log" unless ok
+      ok
+    end
+
+    def targets(summary)
+      get = ->(id, c) { summary.find { |r| r["id"] == id }&.dig("cells", c) }
+      farce = summary.first&.dig("cells")&.keys&.find { |c| c == "farce-epoll" } ||
+              summary.first&.dig("cells")&.keys&.find { |c| c.start_with?("farce") }
+      return [] unless farce && summary.first["cells"].key?("async")
+
+      out = []
+      check = lambda do |desc, ok, detail|
+        out << "- #{ok.nil? ? '?' : ok ? 'met' : 'MISSED'}: #{desc} — #{detail}"
+      end
+      %w[pp1 pp100].each do |id|
+        r = get.call(id, farce)&.dig("ratio")
+        check.call("ping-pong ≥ 1.5× Async (#{id})", r && r >= 1.5, r ? format("%.2f×", r) : "no data")
+      end
+      %w[http64 http1000].each do |id|
+        r = get.call(id, farce)&.dig("ratio")
+        p99 = get.call("#{id}p99", farce)&.dig("ratio")
+        check.call("HTTP ≥ 1.3× Async req/s, p99 no worse (#{id})", r && p99 && r >= 1.3 && p99 <= 1.0,
+                   r ? format("%.2f× req/s, p99 %.2f× Async's", r, p99 || Float::NAN) : "no data")
+      end
+      s = get.call("scaleratio", farce)&.dig("median")
+      check.call("flat cost at 10,000 idle connections (within 10% of 0 idle)", s && s >= 0.9,
+                 s ? format("%.2f of the 0-idle rate", s) : "no data")
+      out
+    end
+
+    def readme(contenders, summary, info, plotted, generated_at = nil)
+      stamp = (generated_at ? Time.parse(generated_at) : Time.now).utc.strftime("%Y-%m-%d %H:%M UTC")
+      cfg = @quick ? "BENCH_QUICK=1 (short runs: 0.5 s per rate, wrk 2 s, 20,000 timers)" :
+                     "default (2 s per rate, wrk 1 s warm-up + 5 s, 100,000 timers)"
+      <<~MD
+        # farce benchmarks
+
+        Generated by `rake bench` (or `bin/bench`) on #{stamp}; do not edit by hand, rerun
+        instead (`ruby bench/runner.rb --render` redraws this file from `bench/results/latest.json`). Settings: #{cfg}; each figure is the median of #{@runs} alternating run(s)
+        (`BENCH_RUNS`), and the ratio in parentheses is the median over runs of contender ÷ Async
+        measured in the same run. ↑ higher is better, ↓ lower is better.
+
+        ## Machine
+
+        | | |
+        | --- | --- |
+        | CPU | #{info['cpu']}, #{info['nproc']} CPUs (nproc), #{info['memory_gib']} GiB |
+        | kernel | #{info['kernel']} |
+        | host Ruby | #{info['host_ruby']} |
+        | Go | #{info['go']} |
+        | load generator | #{info['wrk']} (`-t1`, one thread, so the server keeps the other CPU) |
+
+        Contenders (the workload code is the same file for all of them):
+
+        #{contenders.map { |c| "- `#{c}`: #{describe(c)}" }.join("\n")}
+
+        ## Results
+
+        #{table_lines(contenders, summary).join("\n")}
+
+        #{plotted ? "![farce and threads relative to Async](plot.svg)\n" : ''}
+        ### Targets (issue 7), for `#{contenders.find { |c| c == 'farce-epoll' } || 'farce'}`
+
+        #{targets(summary).join("\n")}
+        #{@notes.empty? ? '' : "\n### Notes from this run\n\n#{@notes.map { |n| "- #{n}" }.join("\n")}\n"}
+        ## The workloads
+
+        All code is in this directory: `lib/harness.rb` is the only place that differs per contender
+        (`Fiber.schedule` under a scheduler, or `Thread.new`, and how to wait for all of them);
+        `workloads.rb` and `http_hello.rb` are shared. Everything runs on 127.0.0.1, and every loop
+        is bounded by a deadline or a count; the driver (`runner.rb`) kills any run that overruns.
+
+        1. **ping-pong**: pairs of tasks bounce one byte over two pipes (`IO#read(1)`/`IO#write`);
+           round trips per second summed over pairs.
+        2. **HTTP hello**: `http_hello.rb`, a plain `TCPServer` with one task per connection and
+           hand-written HTTP/1.1 keep-alive parsing; `wrk --latency -t1 -cN` for the req/s and the
+           p50/p99/max latencies. Async's server runs inside the sid chroot (`sid-run` shares the
+           network namespace, so the host's wrk reaches it on 127.0.0.1).
+        3. **scale**: 10,000 loopback TCP connections whose peers sit in a helper process
+           (`lib/idle_peer.rb`), each with a task parked in `read`, plus one ping-pong pair; the row
+           "10,000 idle / 0 idle" divides by the same pair's rate with no idle connections.
+        4. **timers**: 100,000 tasks (fewer when `vm.max_map_count` forbids; see the notes) each `sleep` a random 1–1000 ms (fixed seed). Throughput is
+           timers per CPU second of the whole process (all threads, so Go's too). Lateness is wake
+           time minus due time, over the timers the spawning loop did not hold up: due after it
+           finished, or woken while it still ran (farce runs a new fiber at once and returns to the
+           spawner only when it blocks, so it fires nothing while the loop spawns; threads and Async
+           interleave). The count of timers measured is in the raw JSON (`lateness_counted`).
+        5. **Queue hand-off**: two tasks ping-pong through two `Thread::Queue`s. **cross-thread
+           wake-up**: a plain `Thread` (outside any scheduler) pushes into a queue that a task waits
+           on and waits for its answer on a second queue.
+        6. **memory**: RSS growth (after `GC.start`) per task parked on a `Queue#pop`, and per task
+           parked in `wait_readable` on its own pipe; "per registered descriptor" is the difference.
+           These are noisy (page granularity, malloc arenas): compare orders of magnitude.
+
+        Caveat: Async runs on Ruby 3.3 and the others on the host's Ruby, so the ratios include
+        the difference between the Rubies. `farce-epoll@3.3` (present when `sid-run rake compile`
+        has built `lib/farce/3.3/`) is farce on the same Ruby as Async.
+
+        Raw per-run numbers: `bench/results/latest.json` (not committed). Rerun a subset with e.g.
+        `BENCH_ONLY=pp1,http64 BENCH_RUNS=5 rake bench`.
+      MD
+    end
+
+    # ---------------------------------------------------------------- main
+
+    # Re-renders README.md and plot.svg from a saved results JSON (no benchmarking).
+    def render(path)
+      data = JSON.parse(File.read(path))
+      @quick = data["quick"]
+      @runs = data["runs"]
+      @notes = data["notes"] || []
+      @raw = data["raw"]
+      contenders = data["contenders"].keys
+      summary = summarize(contenders)
+      plotted = write_plot(contenders, summary)
+      print_table(contenders, summary)
+      File.write(File.join(BENCH, "README.md"), readme(contenders, summary, data["machine"], plotted, data["generated_at"]))
+      warn "bench: re-rendered bench/README.md from #{path}"
+    end
+
+    def main
+      if ARGV[0] == "--render"
+        return render(ARGV[1] || File.join(RESULTS, "latest.json"))
+      end
+
+      ensure_tools
+      ensure_built
+      contenders = discover_contenders
+      kases = cases
+      warn "bench: contenders #{contenders.join(', ')}; #{kases.size} workloads × #{@runs} run(s)" \
+           "#{@quick ? ' (quick)' : ''}"
+      info = machine
+      run_all(contenders, kases)
+      summary = summarize(contenders)
+      write_outputs(contenders, summary, info)
+    end
+  end
+end
+
+Bench::Runner.new.main if $PROGRAM_NAME == __FILE__

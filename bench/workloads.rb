@@ -1,0 +1,259 @@
+# frozen_string_literal: true
+
+# Every benchmark workload except the HTTP server (bench/http_hello.rb), written
+# once against Bench::Harness and run unchanged under each contender:
+#
+#   ruby bench/workloads.rb CONTENDER WORKLOAD [key=value ...]
+#   ruby bench/workloads.rb farce-epoll pingpong pairs=100 seconds=2
+#   /work/shared/tools/sid-run ruby bench/workloads.rb async timers count=100000
+#
+# Prints one JSON object on stdout. Every loop is bounded by a deadline or a count.
+require "json"
+require "socket"
+require "io/wait"
+require "rbconfig"
+require_relative "lib/harness"
+
+module Bench
+  module Workloads
+    module_function
+
+    # Two tasks bounce one byte over two pipes until deadline; counter[index]
+    # gets the round trips. on_done runs in the pinging task when it stops.
+    def pingpong_pair(harness, deadline, counter, index, on_done = nil)
+      r1, w1 = IO.pipe
+      r2, w2 = IO.pipe
+      harness.spawn do
+        while (byte = r1.read(1))
+          w2.write(byte)
+        end
+        r1.close
+        w2.close
+      end
+      harness.spawn do
+        n = 0
+        while Bench.now < deadline
+          w1.write("x")
+          r2.read(1)
+          n += 1
+        end
+        w1.close
+        r2.close
+        counter[index] = n
+        on_done&.call
+      end
+    end
+
+    # 1. Pipe ping-pong: round trips per second, summed over all pairs.
+    def pingpong(harness, pairs: 1, seconds: 2.0)
+      pairs = Integer(pairs)
+      seconds = Float(seconds)
+      counter = Array.new(pairs, 0)
+      started = Bench.now
+      harness.run do
+        deadline = Bench.now + seconds
+        pairs.times { |i| pingpong_pair(harness, deadline, counter, i) }
+      end
+      elapsed = Bench.now - started
+      { round_trips_per_second: (counter.sum / elapsed).round, pairs: pairs, elapsed_s: elapsed.round(3) }
+    end
+
+    # 3. Scale: IDLE loopback TCP connections, each with a task parked reading
+    # it, plus one active ping-pong pair. The other ends live in a helper
+    # process (bench/lib/idle_peer.rb) so that this process holds one
+    # descriptor per connection.
+    def scale(harness, idle: 10_000, seconds: 2.0)
+      idle = Integer(idle)
+      seconds = Float(seconds)
+      limit = Bench.raise_nofile
+      wanted = idle
+      idle = [idle, limit - 256].min
+      peer = nil
+      sockets = []
+      setup_started = Bench.now
+      if idle.positive?
+        peer = IO.popen([RbConfig.ruby, File.join(__dir__, "lib", "idle_peer.rb"), idle.to_s], "r+")
+        port = Integer(peer.gets)
+        sockets = Array.new(idle) { TCPSocket.new("127.0.0.1", port) }
+      end
+      counter = [0]
+      rate = nil
+      setup_s = nil
+      parked = 0
+      harness.run do
+        sockets.each do |socket|
+          harness.spawn do
+            socket.read(1) # parks until the helper exits (EOF)
+            socket.close
+          end
+        end
+        parked = sockets.size
+        start = Bench.now
+        setup_s = start - setup_started
+        finish = proc do
+          rate = counter[0] / (Bench.now - start)
+          peer&.close_write # the helper exits; every idle connection sees EOF
+        end
+        pingpong_pair(harness, start + seconds, counter, 0, finish)
+      end
+      peer&.close
+      { round_trips_per_second: rate.round, idle: parked, idle_wanted: wanted,
+        setup_s: (setup_s || 0).round(3), nofile: limit }
+    ensure
+      sockets&.each { |s| s.close unless s.closed? }
+    end
+
+    # 4. Timers: COUNT tasks each sleep a random duration in 1..MAX_MS ms
+    # (same seed for everyone). Throughput = timers per CPU second of the whole
+    # process (all threads). Lateness = wake time minus due time, over the
+    # timers the spawning loop did not hold up: those due after it finished,
+    # or woken while it still ran (a fiber scheduler runs nothing else while
+    # the spawner holds the CPU; threads and some schedulers interleave).
+    def timers(harness, count: 100_000, max_ms: 500)
+      count = Integer(count)
+      max_ms = Integer(max_ms)
+      rng = Random.new(42)
+      durations = Array.new(count) { (1 + rng.rand(max_ms)) / 1000.0 }
+      due = Array.new(count)
+      woke = Array.new(count)
+      spawned_at = nil
+      cpu0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+      started = Bench.now
+      harness.run do
+        count.times do |i|
+          d = durations[i]
+          harness.spawn do
+            due[i] = Bench.now + d
+            sleep(d)
+            woke[i] = Bench.now
+          end
+        end
+        spawned_at = Bench.now
+      end
+      elapsed = Bench.now - started
+      cpu = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu0
+      counted = (0...count).select { |i| due[i] >= spawned_at || woke[i] <= spawned_at }
+      late = counted.map { |i| woke[i] - due[i] }.sort
+      late = [Float::NAN] if late.empty?
+      early = count.times.count { |i| woke[i] < due[i] }
+      { timers_per_cpu_second: (count / cpu).round, count: count, elapsed_s: elapsed.round(3),
+        cpu_s: cpu.round(3), spawn_s: (spawned_at - started).round(3),
+        lateness_p50_ms: (Bench.percentile(late, 0.50) * 1000).round(3),
+        lateness_p99_ms: (Bench.percentile(late, 0.99) * 1000).round(3),
+        lateness_max_ms: (late.last * 1000).round(3), lateness_counted: counted.size,
+        woke_early: early }
+    end
+
+    # 5a. Queue hand-off between two tasks (Thread::Queue ping-pong).
+    def queue(harness, seconds: 2.0)
+      seconds = Float(seconds)
+      q1 = Thread::Queue.new
+      q2 = Thread::Queue.new
+      n = 0
+      started = Bench.now
+      harness.run do
+        deadline = Bench.now + seconds
+        harness.spawn do
+          while (x = q1.pop)
+            q2.push(x)
+          end
+        end
+        harness.spawn do
+          while Bench.now < deadline
+            q1.push(1)
+            q2.pop
+            n += 1
+          end
+          q1.push(nil)
+        end
+      end
+      elapsed = Bench.now - started
+      { round_trips_per_second: (n / elapsed).round, elapsed_s: elapsed.round(3) }
+    end
+
+    # 5b. Cross-thread wake-ups: a plain Thread (no scheduler) pushes into a
+    # queue a task waits on, and waits for the answer on a second queue.
+    def xthread(harness, seconds: 2.0)
+      seconds = Float(seconds)
+      q1 = Thread::Queue.new
+      q2 = Thread::Queue.new
+      n = 0
+      other = nil
+      started = Bench.now
+      harness.run do
+        deadline = Bench.now + seconds
+        harness.spawn do
+          while (x = q1.pop)
+            q2.push(x)
+          end
+        end
+        other = Thread.new do
+          while Bench.now < deadline
+            q1.push(1)
+            q2.pop
+            n += 1
+          end
+          q1.push(nil)
+        end
+      end
+      other.join
+      elapsed = Bench.now - started
+      { round_trips_per_second: (n / elapsed).round, elapsed_s: elapsed.round(3) }
+    end
+
+    # 6. Memory: RSS growth per parked task (what=fiber: parked on a Queue) or
+    # per task parked on its own pipe (what=io: wait_readable). The runner
+    # derives the cost of a registered descriptor as io minus fiber.
+    def memory(harness, count: 10_000, what: "fiber")
+      count = Integer(count)
+      Bench.raise_nofile
+      result = nil
+      harness.run do
+        gate = Thread::Queue.new
+        done = Thread::Queue.new
+        # Warm up both paths so one-time costs (runtime start, first
+        # registration, GC heap pages) stay out of the measurement.
+        warm = Array.new(200) { IO.pipe }
+        200.times { harness.spawn { gate.pop; done.push(1) } }
+        warm.each { |r, _w| harness.spawn { r.wait_readable; done.push(1) } }
+        200.times { gate.push(1) }
+        warm.each { |_r, w| w.close }
+        400.times { done.pop }
+        warm.each { |r, _w| r.close }
+
+        pipes = what == "io" ? Array.new(count) { IO.pipe } : []
+        3.times { GC.start }
+        base = Bench.rss
+        if what == "io"
+          pipes.each { |r, _w| harness.spawn { r.wait_readable; done.push(1) } }
+        else
+          count.times { harness.spawn { gate.pop; done.push(1) } }
+        end
+        3.times { GC.start }
+        grown = Bench.rss - base
+        result = { bytes_per_task: (grown.to_f / count).round, count: count, what: what, rss_base_mb: (base / 1048576.0).round(1) }
+        if what == "io"
+          pipes.each { |_r, w| w.close }
+        else
+          count.times { gate.push(1) }
+        end
+        count.times { done.pop }
+        pipes.each { |r, _w| r.close }
+      end
+      result
+    end
+  end
+end
+
+if $PROGRAM_NAME == __FILE__
+  contender, workload, *pairs = ARGV
+  abort "usage: ruby bench/workloads.rb CONTENDER WORKLOAD [key=value ...]" unless contender && workload
+  params = pairs.to_h { |kv| k, v = kv.split("=", 2); [k.to_sym, v] }
+  harness = Bench::Harness.new(contender)
+  unless Bench::Workloads.respond_to?(workload)
+    abort "unknown workload #{workload} (pingpong scale timers queue xthread memory)"
+  end
+  result = Bench::Workloads.public_send(workload, harness, **params)
+  puts JSON.generate(contender: contender, workload: workload, params: params,
+                     versions: harness.versions, result: result)
+end
