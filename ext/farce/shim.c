@@ -19,6 +19,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,6 +32,8 @@
 #include <ruby/thread.h>
 #include <ruby/fiber/scheduler.h>
 #include "core_loader.h"
+
+void farce_offload_init(VALUE mFarce, VALUE cScheduler); /* offload.c */
 
 VALUE farce_eError;
 static VALUE cScheduler;
@@ -66,6 +69,7 @@ typedef struct {
     VALUE thread;
     VALUE backend;
     VALUE fallback_reason;
+    VALUE interrupts;  /* [fiber, exception] pairs from fiber_interrupt, raised by the loop */
 
     slot_ent *slots;
     uint32_t nslots;
@@ -79,6 +83,7 @@ typedef struct {
     uint64_t *inbox;   /* tokens woken by other threads, applied by the loop */
     long inbox_len, inbox_cap;
 
+    long offloads;     /* jobs on worker threads that fibers wait for */
     long live_fibers;  /* started by Fiber.schedule, not finished */
     long parked;       /* fibers in a wait of ours, resumed or not */
     long fd_parked;    /* of which waiting on a descriptor */
@@ -93,6 +98,7 @@ static void sched_mark(void *p)
     rb_gc_mark(s->thread);
     rb_gc_mark(s->backend);
     rb_gc_mark(s->fallback_reason);
+    rb_gc_mark(s->interrupts);
     for (uint32_t i = 0; i < s->nslots; i++) {
         if (s->slots[i].gen) {
             rb_gc_mark(s->slots[i].fiber); /* pinned: the blocked table is keyed by address */
@@ -144,6 +150,7 @@ static VALUE sched_alloc(VALUE klass)
     farce_sched *s;
     VALUE obj = TypedData_Make_Struct(klass, farce_sched, &sched_type, s);
     s->thread = s->backend = s->fallback_reason = Qnil;
+    s->interrupts = rb_ary_new();
     s->blocked = st_init_numtable();
     return obj;
 }
@@ -217,20 +224,29 @@ static slot_ent *slot_at(farce_sched *s, uint32_t slot)
 static inline uint32_t token_slot(uint64_t t) { return (uint32_t)t; }
 static inline uint32_t token_gen(uint64_t t) { return (uint32_t)(t >> 32); }
 
+/* Ruby 3.3 marks rb_io_t's fd deprecated in favour of rb_io_descriptor(),
+ * which raises on a closed IO; the close scan needs an answer without raising. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 /* The descriptor of an IO object, or -1 when it is closed. */
 static int io_fd_or_closed(VALUE io)
 {
     rb_io_t *fptr = RFILE(io)->fptr;
     return fptr ? fptr->fd : -1;
 }
+#pragma GCC diagnostic pop
 
 /* The IO's descriptor; raises IOError when it is closed. */
 static int io_descriptor(VALUE io)
 {
+#ifdef HAVE_RB_IO_DESCRIPTOR
+    return rb_io_descriptor(io);
+#else
     rb_io_t *fptr;
     GetOpenFile(io, fptr);
     rb_io_check_closed(fptr);
     return fptr->fd;
+#endif
 }
 
 /* The shim's entry for fd, noticing when the number changed hands: the old
@@ -369,6 +385,32 @@ static void scan_closed(farce_sched *s)
     }
 }
 
+/* Whether fiber is parked in one of this scheduler's waits. */
+static int fiber_parked(const farce_sched *s, VALUE fiber)
+{
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        const slot_ent *e = &s->slots[i];
+        if (e->gen && e->kind != KIND_ALARM && e->fiber == fiber) return 1;
+    }
+    return 0;
+}
+
+/* Raises the exceptions fiber_interrupt queued into their fibers, oldest
+ * first. A fiber parked in one of our waits leaves it through park()'s
+ * rb_protect, which cancels the wait; a fiber no longer parked (it finished,
+ * or never waited here) is left alone. An exception the fiber does not
+ * rescue propagates out of run, as any fiber's does; the rest stay queued. */
+static void deliver_interrupts(farce_sched *s)
+{
+    while (RARRAY_LEN(s->interrupts) > 0) {
+        VALUE pair = rb_ary_shift(s->interrupts);
+        VALUE fiber = RARRAY_AREF(pair, 0), exception = RARRAY_AREF(pair, 1);
+        if (!fiber_parked(s, fiber) || !RTEST(rb_fiber_alive_p(fiber))) continue;
+        rb_fiber_raise(fiber, 1, &exception);
+        if (!s->handle) return;
+    }
+}
+
 struct blocking_poll {
     int64_t handle;
     int64_t block_ns;
@@ -400,7 +442,17 @@ static VALUE run_loop(VALUE self)
             resume_completion(s, c); /* may raise: the batch cursor is already past c */
             if (!s->handle) return Qnil;
         }
+        /* Worker threads need the GVL to start a job and to hand back its
+         * result; a loop that never blocks would make them wait a whole
+         * time slice (100 ms) each time. Before the inbox is drained: what
+         * they queue there must not wait for the next kernel wakeup. */
+        if (s->offloads > 0) rb_thread_schedule();
         if (s->inbox_len) drain_inbox(s);
+        if (RARRAY_LEN(s->interrupts)) {
+            deliver_interrupts(s); /* may raise, as a fiber's exception does */
+            if (!s->handle) return Qnil;
+            continue;
+        }
         if (s->parked <= 0) return Qnil;
         scan_closed(s);
         int64_t n = farce_core.poll(s->handle, 0, s->batch, BATCH);
@@ -411,7 +463,11 @@ static VALUE run_loop(VALUE self)
             s->batch_pos = 0;
             s->batch_len = n > 0 ? (int)n : 0;
             rb_thread_check_ints(); /* traps, Thread#raise, Timeout: may raise, batch kept */
-            if (n == -EINTR) continue;
+        }
+        if (n == -EINTR) {
+            /* even a zero-timeout poll is interrupted by signals (Ruby's timer) */
+            rb_thread_check_ints();
+            continue;
         }
         if (n < 0) raise_core_error(s, n, "poll");
         s->batch_pos = 0;
@@ -432,6 +488,10 @@ static VALUE sched_run(VALUE self)
 {
     farce_sched *s = get_sched(self);
     if (s->running) rb_raise(farce_eError, "Farce::Scheduler#run is already running (it is not re-entrant)");
+    if (!RTEST(rb_funcall(rb_const_get(rb_cObject, rb_intern("Fiber")), rb_intern("blocking?"), 0))) {
+        rb_raise(farce_eError, "Farce::Scheduler#run must be called from a blocking fiber (the thread's own), "
+                 "not from a fiber the scheduler runs: it is not re-entrant");
+    }
     s->running = 1;
     s->thread = rb_thread_current();
     return rb_ensure(run_loop, self, run_done, self);
@@ -475,6 +535,7 @@ static VALUE sched_release(VALUE self)
     memset(s->slots, 0, s->nslots * sizeof(slot_ent));
     memset(s->fds, 0, s->nfds * sizeof(fd_ent));
     st_clear(s->blocked);
+    rb_ary_clear(s->interrupts);
     s->batch_pos = s->batch_len = 0;
     s->inbox_len = 0;
     s->parked = s->fd_parked = 0;
@@ -505,6 +566,16 @@ static VALUE sched_fiber_finished(VALUE self)
 {
     farce_sched *s = rb_check_typeddata(self, &sched_type);
     s->live_fibers--;
+    return Qnil;
+}
+
+/* call-seq: __offload(delta) -> nil
+ * The worker pool's count of jobs fibers wait for (see run_loop). */
+static VALUE sched_offload(VALUE self, VALUE delta)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    s->offloads += NUM2LONG(delta);
+    if (s->offloads < 0) s->offloads = 0;
     return Qnil;
 }
 
@@ -773,6 +844,86 @@ static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
     return Qnil;
 }
 
+/* call-seq: yield -> nil
+ * Ruby 4.0: lets every other ready fiber run, then resumes the caller on the
+ * next loop iteration. Unlike kernel_sleep(0), `unblock` cannot end it. */
+static VALUE sched_yield(VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    uint64_t token = 0;
+    stack_guard();
+    int64_t r = farce_core.yield(s->handle, &token);
+    if (r < 0) raise_core_error(s, r, "yield");
+    park(s, token, KIND_FIBER, Qundef);
+    return Qnil;
+}
+
+/* call-seq: fiber_interrupt(fiber, exception) -> nil
+ * Ruby 4.0 (IO#close on an IO that fibers are blocked on): raise exception
+ * (an Exception or a class) in fiber, which is blocked in one of this
+ * scheduler's waits. Safe from any thread: the loop raises it, after
+ * waking up if it was waiting in the kernel. */
+static VALUE sched_fiber_interrupt(VALUE self, VALUE fiber, VALUE exception)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    if (!rb_obj_is_fiber(fiber)) rb_raise(rb_eTypeError, "fiber_interrupt: %"PRIsVALUE" is not a Fiber", rb_obj_class(fiber));
+    if (!s->handle || sched_inert(s)) return Qnil;
+    if (fiber == rb_fiber_current()) rb_exc_raise(rb_make_exception(1, &exception));
+    if (!RTEST(rb_fiber_alive_p(fiber))) return Qnil;
+    rb_ary_push(s->interrupts, rb_assoc_new(fiber, exception));
+    if (rb_thread_current() != s->thread) poll_unblock(&s->wake_fd);
+    return Qnil;
+}
+
+/* call-seq: io_close(io_or_descriptor) -> nil
+ * Ruby 4.0 calls this just before it closes a descriptor: fibers waiting on
+ * it are woken at once and raise IOError, and its registration is dropped.
+ * Returns nil so that Ruby closes the descriptor itself. From a thread other
+ * than the scheduler's, nothing is done here: the close scan finds it. */
+static VALUE sched_io_close(VALUE self, VALUE target)
+{
+    farce_sched *s = rb_check_typeddata(self, &sched_type);
+    if (!s->handle || sched_inert(s) || rb_thread_current() != s->thread) return Qnil;
+    int fd;
+    if (RB_INTEGER_TYPE_P(target)) {
+        fd = NUM2INT(target);
+    } else {
+        fd = io_fd_or_closed(rb_io_get_io(target));
+    }
+    if (fd < 0 || fd >= s->nfds || !s->fds[fd].io) return Qnil;
+    stack_guard();
+    int64_t r = farce_core.forget_fd(s->handle, fd);
+    memset(&s->fds[fd], 0, sizeof(fd_ent));
+    if (r < 0) raise_core_error(s, r, "forget descriptor");
+    return Qnil;
+}
+
+/* call-seq: __select_ready(io, events) -> events ready now (0 if none)
+ * For io_select: what poll(2) reports this instant, plus READABLE when Ruby
+ * holds buffered input for the IO (as IO.select counts it). Never parks. */
+static VALUE sched_select_ready(VALUE self, VALUE io, VALUE events)
+{
+    rb_io_t *fptr;
+    io = rb_io_get_io(io);
+    GetOpenFile(io, fptr);
+    rb_io_check_closed(fptr);
+    int ev = NUM2INT(events), got = 0;
+    if ((ev & RUBY_IO_READABLE) && rb_io_read_pending(fptr)) got |= RUBY_IO_READABLE;
+    struct pollfd p = {io_descriptor(io), 0, 0};
+    if (ev & RUBY_IO_READABLE) p.events |= POLLIN;
+    if (ev & RUBY_IO_WRITABLE) p.events |= POLLOUT;
+    if (ev & RUBY_IO_PRIORITY) p.events |= POLLPRI;
+    int n;
+    do n = poll(&p, 1, 0); while (n < 0 && errno == EINTR);
+    if (n > 0) {
+        if (p.revents & POLLNVAL) rb_raise(rb_eIOError, "closed stream");
+        if (p.revents & (POLLIN | POLLHUP | POLLERR)) got |= ev & RUBY_IO_READABLE;
+        if (p.revents & (POLLOUT | POLLERR)) got |= ev & RUBY_IO_WRITABLE;
+        if (p.revents & POLLPRI) got |= ev & RUBY_IO_PRIORITY;
+    }
+    return INT2NUM(got);
+}
+
 /* call-seq: __pidfd_open(pid) -> descriptor or nil when the kernel lacks pidfd */
 static VALUE farce_pidfd_open(VALUE mod, VALUE pid)
 {
@@ -806,6 +957,7 @@ void Init_farce_shim(void)
     rb_define_private_method(cScheduler, "__fiber_finished", sched_fiber_finished, 0);
     rb_define_private_method(cScheduler, "__alarm", sched_alarm, 4);
     rb_define_private_method(cScheduler, "__cancel_alarm", sched_cancel_alarm, 1);
+    rb_define_private_method(cScheduler, "__offload", sched_offload, 1);
 
     rb_define_method(cScheduler, "run", sched_run, 0);
     rb_define_method(cScheduler, "closed?", sched_closed_p, 0);
@@ -819,4 +971,9 @@ void Init_farce_shim(void)
     rb_define_method(cScheduler, "kernel_sleep", sched_kernel_sleep, -1);
     rb_define_method(cScheduler, "block", sched_block, -1);
     rb_define_method(cScheduler, "unblock", sched_unblock, 2);
+    rb_define_method(cScheduler, "yield", sched_yield, 0);
+    rb_define_method(cScheduler, "fiber_interrupt", sched_fiber_interrupt, 2);
+    rb_define_method(cScheduler, "io_close", sched_io_close, 1);
+    rb_define_private_method(cScheduler, "__select_ready", sched_select_ready, 2);
+    farce_offload_init(mFarce, cScheduler);
 }

@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require "socket"
+require_relative "worker_pool"
+require_relative "select"
 
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
@@ -9,19 +11,29 @@ module Farce
   # All of them are public methods that a subclass may override and `super`.
   class Scheduler
     # Backends a caller may name. Which ones exist depends on the system.
-    BACKENDS = %i[auto epoll poll].freeze
+    BACKENDS = %i[auto epoll poll io_uring].freeze
 
     # backend: :auto picks the best available driver (see #fallback_reason),
     # or name one of BACKENDS. The FARCE_BACKEND environment variable is the
     # default.
-    def initialize(backend: ENV.fetch("FARCE_BACKEND", "auto"))
+    #
+    # worker_threads, worker_queue: size of the pool of Ruby threads that
+    # runs blocking operations (Ruby 3.4's blocking_operation_wait) and
+    # pread/pwrite off the loop's thread, and how many jobs may wait for a
+    # free thread. Threads start on first use.
+    def initialize(backend: ENV.fetch("FARCE_BACKEND", "auto"),
+                   worker_threads: WorkerPool::DEFAULT_SIZE, worker_queue: WorkerPool::DEFAULT_QUEUE_SIZE)
       name = backend.respond_to?(:to_sym) ? backend.to_sym : backend
       unless BACKENDS.include?(name)
         raise ArgumentError, "unknown farce backend #{backend.inspect} (choices: #{BACKENDS.map(&:inspect).join(', ')})"
       end
 
+      @worker_pool = WorkerPool.new(size: worker_threads, queue_size: worker_queue)
       __open(name.to_s)
     end
+
+    # The pool of worker threads (see WorkerPool).
+    attr_reader :worker_pool
 
     # Fiber.schedule: starts a non-blocking fiber at once; returns it when it
     # first blocks (or finishes).
@@ -81,6 +93,50 @@ module Farce
       end.value
     end
 
+    # Ruby 3.4+: a C function that would block the thread (zlib, close(2),
+    # ...) runs on a worker thread while other fibers keep running. The
+    # operation always runs; its value is returned, its exception raised.
+    def blocking_operation_wait(work)
+      return work.call if closed? || Fiber.blocking?
+
+      offload(work)
+    end
+
+    # io_pread and io_pwrite (Ruby 3.3+) are C methods (ext/farce/offload.c):
+    # Ruby 3.3 and 3.4 call them without the GVL for IO#pread/IO#pwrite.
+    # With the GVL they come here: the transfer runs on a worker thread,
+    # since a regular file is always "ready" and would stall the loop.
+    # Returns the byte count or -errno.
+    private def __offload_positional(writing, io, buffer, from, length, offset)
+      work = if writing
+               -> { Farce.__pwrite(io, buffer, from, length, offset) }
+             else
+               -> { Farce.__pread(io, buffer, from, length, offset) }
+             end
+      return work.call if closed? || Fiber.blocking?
+
+      offload(work)
+    end
+
+    # Runs work on the worker pool; meanwhile the loop lets the workers
+    # have the GVL at every iteration.
+    private def offload(work)
+      __offload(1)
+      begin
+        @worker_pool.run(work)
+      ensure
+        __offload(-1)
+      end
+    end
+
+    # Ruby 3.2+: IO.select in a fiber parks only that fiber. Arguments and
+    # result follow IO.select: arrays (or nil) of IO-like objects, a timeout
+    # in seconds (nil: forever); returns [readable, writable, exceptional]
+    # holding the caller's own objects, or nil when the timeout passed.
+    def io_select(readables, writables = nil, exceptables = nil, timeout = nil)
+      Farce::Select.new(self, readables, writables, exceptables, timeout).call
+    end
+
     # Ruby calls this when the thread exits or Fiber.set_scheduler replaces
     # the scheduler: runs every fiber to its end, then frees the core. An
     # exception from a fiber propagates, leaving the scheduler usable.
@@ -94,6 +150,7 @@ module Farce
 
       run
       __release
+      @worker_pool.close
       nil
     end
 
@@ -101,6 +158,7 @@ module Farce
     # resumed. Farce.run uses it when the program raised.
     def abandon
       __release
+      @worker_pool.close
       nil
     end
 

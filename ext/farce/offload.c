@@ -1,0 +1,185 @@
+//go:build ignore
+
+/*
+ * Positional file I/O for the io_pread/io_pwrite hooks (Ruby 3.3+). A read
+ * from a regular file never reports "not ready", so waiting for readiness
+ * cannot keep it from stalling the loop: lib/farce/worker_pool.rb runs these
+ * functions on a worker thread (which has no scheduler), and they block that
+ * thread with the GVL released while the loop runs other fibers.
+ *
+ * No Go here: these run on worker threads and touch only the descriptor and
+ * the IO::Buffer's memory, which the waiting fiber keeps alive.
+ *
+ * Ruby 3.3 and 3.4 call io_pread/io_pwrite for IO#pread/IO#pwrite from
+ * inside a blocking region, without the GVL (IO::Buffer#pread/#pwrite call
+ * them with it). No Ruby code may run then, so the hooks are C methods
+ * that, without the GVL, do the transfer right there with plain system
+ * calls, as Ruby itself would without a scheduler (blocking the loop for
+ * that long); with the GVL they hand it to the worker pool.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <errno.h>
+#include <unistd.h>
+#include <ruby.h>
+#include <ruby/io.h>
+#include <ruby/io/buffer.h>
+#include <ruby/thread.h>
+
+/* Exported by libruby (every version farce supports), not in its public headers. */
+int ruby_thread_has_gvl_p(void);
+
+static ID id_offload_positional;
+
+struct positional {
+    int fd;
+    int writing;
+    char *base;
+    size_t size;
+    off_t from;
+    ssize_t result;
+    int error;
+};
+
+static void *positional_nogvl(void *p)
+{
+    struct positional *a = p;
+    a->result = a->writing ? pwrite(a->fd, a->base, a->size, a->from) : pread(a->fd, a->base, a->size, a->from);
+    a->error = a->result < 0 ? errno : 0;
+    return NULL;
+}
+
+static int descriptor(VALUE io)
+{
+    rb_io_t *fptr;
+    io = rb_io_get_io(io);
+    GetOpenFile(io, fptr);
+    rb_io_check_closed(fptr);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    return fptr->fd;
+#pragma GCC diagnostic pop
+}
+
+/* Reads (or writes) at least `length` bytes of buffer[offset...] at file
+ * position `from`, at least once when length is 0; returns the byte count,
+ * or -errno when the first transfer fails. A read stops at end of file. */
+static VALUE positional_io(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
+{
+    size_t length = NUM2SIZET(length_v), offset = NUM2SIZET(offset_v), total = 0;
+    off_t from = NUM2OFFT(from_v);
+    if (from < 0) return INT2NUM(-EINVAL);
+    for (;;) {
+        int fd = descriptor(io); /* again each time: raises IOError once the IO is closed */
+        void *base;
+        size_t size;
+        if (writing) {
+            const void *cbase;
+            rb_io_buffer_get_bytes_for_reading(buffer, &cbase, &size);
+            base = (void *)cbase;
+        } else {
+            rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
+        }
+        if (offset > size || length > size - offset) {
+            rb_raise(rb_eArgError, "io_p%s: length %zu at offset %zu exceeds the buffer (%zu bytes)",
+                     writing ? "write" : "read", length, offset, size);
+        }
+        size_t room = size - offset - total;
+        if (room == 0) return SIZET2NUM(total);
+        struct positional a = {fd, writing, (char *)base + offset + total, room, from + (off_t)total, 0, 0};
+        rb_thread_call_without_gvl(positional_nogvl, &a, NULL, NULL);
+        if (a.result > 0) {
+            total += (size_t)a.result;
+            if (total >= length) return SIZET2NUM(total);
+            continue;
+        }
+        if (a.result == 0) return SIZET2NUM(total); /* end of file (or a zero-byte write) */
+        if (a.error == EINTR) {
+            rb_thread_check_ints();
+            continue;
+        }
+        return total ? SIZET2NUM(total) : INT2NUM(-a.error);
+    }
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+/* Without the GVL (see the top of this file): no allocation, no exception,
+ * no Ruby call beyond reading the buffer's and the IO's C structures. */
+static VALUE positional_without_gvl(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
+{
+    if (!FIXNUM_P(from_v) || !FIXNUM_P(length_v) || !FIXNUM_P(offset_v) || !RB_TYPE_P(io, T_FILE)) return INT2FIX(-EINVAL);
+    rb_io_t *fptr = RFILE(io)->fptr;
+    if (!fptr || fptr->fd < 0) return INT2FIX(-EBADF);
+    long from = FIX2LONG(from_v), length = FIX2LONG(length_v), offset = FIX2LONG(offset_v);
+    void *base;
+    size_t size;
+    if (writing) {
+        const void *cbase;
+        rb_io_buffer_get_bytes_for_reading(buffer, &cbase, &size);
+        base = (void *)cbase;
+    } else {
+        rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
+    }
+    if (from < 0 || offset < 0 || length < 0 || (size_t)offset > size || (size_t)length > size - (size_t)offset) {
+        return INT2FIX(-EINVAL);
+    }
+    size_t total = 0;
+    for (;;) {
+        size_t room = size - (size_t)offset - total;
+        if (room == 0) break;
+        struct positional a = {fptr->fd, writing, (char *)base + offset + total, room, (off_t)from + (off_t)total, 0, 0};
+        positional_nogvl(&a);
+        if (a.result > 0) {
+            total += (size_t)a.result;
+            if (total >= (size_t)length) break;
+            continue;
+        }
+        if (a.result == 0) break;
+        if (a.error == EINTR) continue;
+        if (total == 0) return INT2FIX(-a.error);
+        break;
+    }
+    return LONG2FIX((long)total);
+}
+#pragma GCC diagnostic pop
+
+/* call-seq: io_pread(io, buffer, from, length, offset) -> count or -errno
+ * Ruby 3.3+: IO#pread and IO::Buffer#pread. */
+static VALUE sched_io_pread(VALUE self, VALUE io, VALUE buffer, VALUE from, VALUE length, VALUE offset)
+{
+    if (!ruby_thread_has_gvl_p()) return positional_without_gvl(0, io, buffer, from, length, offset);
+    VALUE args[] = {Qfalse, io, buffer, from, length, offset};
+    return rb_funcallv(self, id_offload_positional, 6, args);
+}
+
+/* call-seq: io_pwrite(io, buffer, from, length, offset) -> count or -errno
+ * Ruby 3.3+: IO#pwrite and IO::Buffer#pwrite. */
+static VALUE sched_io_pwrite(VALUE self, VALUE io, VALUE buffer, VALUE from, VALUE length, VALUE offset)
+{
+    if (!ruby_thread_has_gvl_p()) return positional_without_gvl(1, io, buffer, from, length, offset);
+    VALUE args[] = {Qtrue, io, buffer, from, length, offset};
+    return rb_funcallv(self, id_offload_positional, 6, args);
+}
+
+/* call-seq: Farce.__pread(io, buffer, from, length, offset) -> count or -errno */
+static VALUE farce_pread(VALUE mod, VALUE io, VALUE buffer, VALUE from, VALUE length, VALUE offset)
+{
+    return positional_io(0, io, buffer, from, length, offset);
+}
+
+/* call-seq: Farce.__pwrite(io, buffer, from, length, offset) -> count or -errno */
+static VALUE farce_pwrite(VALUE mod, VALUE io, VALUE buffer, VALUE from, VALUE length, VALUE offset)
+{
+    return positional_io(1, io, buffer, from, length, offset);
+}
+
+void farce_offload_init(VALUE mFarce, VALUE cScheduler)
+{
+    id_offload_positional = rb_intern("__offload_positional");
+    rb_define_method(cScheduler, "io_pread", sched_io_pread, 5);
+    rb_define_method(cScheduler, "io_pwrite", sched_io_pwrite, 5);
+    rb_define_singleton_method(mFarce, "__pread", farce_pread, 5);
+    rb_define_singleton_method(mFarce, "__pwrite", farce_pwrite, 5);
+}

@@ -1,0 +1,121 @@
+# frozen_string_literal: true
+
+module Farce
+  # A bounded pool of Ruby threads that runs work a fiber must not do on the
+  # loop's thread: Ruby 3.4's blocking_operation_wait (zlib, close(2), ...)
+  # and io_pread/io_pwrite. The worker threads have no fiber scheduler, so
+  # the work blocks them with the GVL released while the loop runs other
+  # fibers; the submitting fiber parks on a Thread::Queue (block/unblock).
+  #
+  # Threads start on demand up to `size`; at most `queue_size` jobs wait for
+  # a free thread (a fiber submitting beyond that parks until there is room).
+  #
+  # Once submitted, a job always runs to its end and the submitting fiber
+  # waits for it: the work may write to memory on that fiber's stack (Ruby
+  # hands blocking_operation_wait a function and its arguments, io_pread a
+  # buffer over the caller's memory). An exception raised into the waiting
+  # fiber (Timeout, Fiber#raise) is therefore held until the job finished,
+  # then raised.
+  class WorkerPool
+    DEFAULT_SIZE = 4
+    DEFAULT_QUEUE_SIZE = 64
+
+    attr_reader :size, :queue_size
+
+    def initialize(size: DEFAULT_SIZE, queue_size: DEFAULT_QUEUE_SIZE)
+      raise ArgumentError, "worker pool size must be a positive Integer (got #{size.inspect})" unless size.is_a?(Integer) && size.positive?
+      unless queue_size.is_a?(Integer) && queue_size.positive?
+        raise ArgumentError, "worker queue size must be a positive Integer (got #{queue_size.inspect})"
+      end
+
+      @size = size
+      @queue_size = queue_size
+      @jobs = Thread::SizedQueue.new(queue_size)
+      @threads = []
+    end
+
+    # One unit of work and its outcome.
+    class Job
+      def initialize(work)
+        @work = work
+        @fiber = Fiber.current # keeps the waiting fiber (and its stack) alive until the work is done
+        @done = Thread::Queue.new
+        @value = nil
+        @error = nil
+      end
+
+      # On a worker thread.
+      def perform
+        @value = @work.call
+      rescue Exception => e # rubocop:disable Lint/RescueException -- handed to the waiting fiber
+        @error = e
+      ensure
+        @work = nil
+        @done.push(true)
+      end
+
+      # In the submitting fiber: parks until the work is done; returns its
+      # value or raises its exception.
+      def wait
+        held = nil
+        begin
+          @done.pop
+        rescue Exception => e # rubocop:disable Lint/RescueException -- see the class comment
+          held ||= e
+          retry
+        end
+        @fiber = nil
+        raise held if held
+        raise @error if @error
+
+        @value
+      end
+    end
+
+    # Runs work.call on a worker thread and returns its value (or raises its
+    # exception). Without a usable pool (closed), runs it right here.
+    def run(work)
+      return work.call if @jobs.closed?
+
+      job = Job.new(work)
+      start_thread if @threads.size < @size && @jobs.num_waiting.zero?
+      begin
+        @jobs.push(job)
+      rescue ClosedQueueError
+        return work.call
+      end
+      job.wait
+    end
+
+    # Worker threads alive now.
+    def threads
+      @threads.count(&:alive?)
+    end
+
+    # Lets queued jobs finish, then the threads end. Later #run calls run
+    # their work inline.
+    def close
+      @jobs.close
+      nil
+    end
+
+    def closed?
+      @jobs.closed?
+    end
+
+    private
+
+    def start_thread
+      @threads.select!(&:alive?)
+      jobs = @jobs
+      thread = Thread.new do
+        while (job = jobs.pop)
+          job.perform
+        end
+      end
+      thread.name = "farce-worker"
+      thread.report_on_exception = false
+      @threads << thread
+    end
+  end
+end

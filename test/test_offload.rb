@@ -1,0 +1,209 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "tempfile"
+require "zlib"
+
+# Work that runs on farce's worker threads: io_pread/io_pwrite (Ruby 3.3+)
+# and blocking_operation_wait (Ruby 3.4+). The hooks themselves are plain
+# methods, so their contract is also tested by calling them directly.
+class TestOffload < Minitest::Test
+  def needs(version, what)
+    skip "#{what} needs Ruby #{version}; this is #{RUBY_VERSION}" if RUBY_VERSION < version
+  end
+
+  # ---- io_pread / io_pwrite ------------------------------------------------
+
+  def test_pread_and_pwrite_on_a_regular_file
+    needs "3.3", "IO#pread/IO#pwrite through the scheduler (io_pread/io_pwrite)"
+    Tempfile.create("farce") do |f|
+      f.write("0123456789")
+      f.flush
+      farce do
+        File.open(f.path, "r+") do |io|
+          assert_equal "345", io.pread(3, 3)
+          assert_equal "89", io.pread(10, 8)
+          assert_equal 3, io.pwrite("abc", 1)
+          assert_equal "0abc4", io.pread(5, 0)
+          assert_raises(EOFError) { io.pread(1, 100) }
+        end
+        assert_operator Fiber.scheduler.worker_pool.threads, :>=, 1, "pread/pwrite must run on a worker thread"
+      end
+    end
+  end
+
+  # IO::Buffer#pread reaches io_pread with the GVL held, so the read runs
+  # on a worker thread. (Ruby 3.3 and 3.4 call it for IO#pread without the
+  # GVL: then it cannot leave the thread, see ext/farce/offload.c.)
+  def test_buffer_pread_on_a_big_file_lets_other_fibers_run
+    needs "3.3", "IO::Buffer#pread through the scheduler (io_pread)"
+    chunk = 1 << 20
+    Tempfile.create("farce") do |f|
+      data = Random.new(3).bytes(chunk) * 16
+      f.write(data)
+      f.flush
+      log = []
+      farce do
+        done = false
+        Fiber.schedule { until done; log << :tick; sleep 0; end }
+        File.open(f.path) do |io|
+          buffer = IO::Buffer.new(chunk)
+          32.times do |i|
+            at = (i % 16) * chunk
+            assert_equal chunk, buffer.pread(io, at, chunk)
+            assert_equal data.byteslice(at, chunk), buffer.get_string(0, chunk)
+            log << :pread
+          end
+          out = IO::Buffer.for("written")
+          File.open(f.path, "r+") { |w| assert_equal 7, out.pwrite(w, 5, 7) }
+        end
+        done = true
+        assert_operator Fiber.scheduler.worker_pool.threads, :>=, 1, "the reads must run on a worker thread"
+      end
+      assert_equal "written", File.binread(f.path, 7, 5)
+      between = log.each_cons(2).count { |a, b| a == :pread && b == :tick }
+      assert_operator between, :>=, 16, "other fibers must run while preads are under way (log: #{log.first(40)})"
+    end
+  end
+
+  def test_pread_on_a_pipe_raises_espipe
+    needs "3.3", "IO#pread through the scheduler (io_pread)"
+    farce do
+      r, w = IO.pipe
+      assert_raises(Errno::ESPIPE) { r.pread(1, 0) }
+      assert_raises(Errno::ESPIPE) { w.pwrite("x", 0) }
+    end
+  end
+
+  def test_io_pread_hook_directly_returns_count_or_negative_errno
+    skip "IO::Buffer needs Ruby 3.1" unless defined?(IO::Buffer)
+    Tempfile.create("farce") do |f|
+      f.write("hello world")
+      f.flush
+      scheduler = Farce::Scheduler.new(backend: backend)
+      File.open(f.path, "r+") do |io|
+        buffer = IO::Buffer.new(16)
+        assert_equal 5, scheduler.io_pread(io, buffer, 6, 5, 0)
+        assert_equal "world", buffer.get_string(0, 5)
+        assert_equal 11, scheduler.io_pread(io, buffer, 0, 0, 0) # length 0: read once, as much as fits
+        assert_equal 0, scheduler.io_pread(io, buffer, 100, 1, 0) # end of file
+        out = IO::Buffer.for("HELLO")
+        assert_equal 5, scheduler.io_pwrite(io, out, 0, 5, 0)
+        assert_equal 3, scheduler.io_pwrite(io, out, 20, 3, 2)
+      end
+      assert_equal "HELLO world", File.binread(f.path, 11)
+      assert_equal "LLO", File.binread(f.path, 3, 20)
+      r, w = IO.pipe
+      assert_equal(-Errno::ESPIPE::Errno, scheduler.io_pread(r, IO::Buffer.new(4), 0, 1, 0))
+      [r, w].each(&:close)
+      scheduler.close
+    end
+  end
+
+  # ---- blocking_operation_wait ---------------------------------------------
+
+  class Tracing < Farce::Scheduler
+    attr_reader :operations
+
+    def blocking_operation_wait(work)
+      @operations = (@operations || 0) + 1
+      super
+    end
+  end
+
+  def test_zlib_does_not_stall_a_ping_pong
+    needs "3.4", "blocking_operation_wait (Ruby routes zlib and other GVL-releasing C calls through it)"
+    data = Random.new(5).bytes(1 << 20) * 24 # incompressible: deflate takes a while
+    scheduler = Tracing.new(backend: backend)
+    Fiber.set_scheduler(scheduler)
+    rounds = 0
+    during = nil
+    compressed = nil
+    Fiber.schedule do
+      r1, w1 = IO.pipe
+      r2, w2 = IO.pipe
+      done = false
+      Fiber.schedule { while (b = r1.read(1)); w2.write(b); end; w2.close }
+      Fiber.schedule do
+        until done
+          w1.write("x")
+          r2.read(1)
+          rounds += 1
+        end
+        w1.close
+      end
+      before = rounds
+      compressed = Zlib.deflate(data)
+      during = rounds - before
+      done = true
+    end
+    scheduler.run
+    assert_operator scheduler.operations, :>=, 1, "Zlib.deflate must go through blocking_operation_wait"
+    assert_equal data.bytesize, Zlib.inflate(compressed).bytesize
+    assert_operator during, :>=, 20, "the ping-pong must keep going while zlib runs"
+  ensure
+    Fiber.set_scheduler(nil)
+  end
+
+  def test_blocking_operation_wait_returns_the_value_and_raises_the_exception
+    value = error = nil
+    farce do
+      value = Fiber.scheduler.blocking_operation_wait(-> { Thread.current })
+      error = assert_raises(ZeroDivisionError) { Fiber.scheduler.blocking_operation_wait(-> { 1 / 0 }) }
+    end
+    refute_equal Thread.current, value, "the operation must run on a worker thread"
+    assert_kind_of ZeroDivisionError, error
+  end
+
+  def test_the_pool_is_bounded_and_operations_overlap_up_to_its_size
+    ran = 0
+    t = monotonic
+    threads = nil
+    Farce.run(backend: backend, worker_threads: 2, worker_queue: 1) do
+      pool = Fiber.scheduler.worker_pool
+      6.times { Fiber.schedule { Fiber.scheduler.blocking_operation_wait(-> { sleep 0.05; ran += 1 }) } }
+      threads = pool.threads
+    end
+    elapsed = monotonic - t
+    assert_equal 6, ran
+    assert_operator threads, :<=, 2
+    assert_operator elapsed, :>=, 0.14, "6 operations of 0.05 s on 2 threads take at least 0.15 s"
+    assert_operator elapsed, :<, 0.29, "they must run 2 at a time"
+  end
+
+  def test_an_operation_always_runs_to_its_end_before_an_interrupt_is_raised
+    finished = false
+    error = nil
+    elapsed = nil
+    farce do
+      t = monotonic
+      begin
+        Timeout.timeout(0.01) { Fiber.scheduler.blocking_operation_wait(-> { sleep 0.08; finished = true }) }
+      rescue Timeout::Error => e
+        error = e
+      end
+      elapsed = monotonic - t
+    end
+    assert finished, "the operation must not be abandoned"
+    assert_kind_of Timeout::Error, error
+    assert_operator elapsed, :>=, 0.075
+  end
+
+  def test_workers_end_when_the_scheduler_closes
+    workers = -> { Thread.list.count { |t| t.name == "farce-worker" && t.alive? } }
+    peak = 0
+    farce do
+      4.times { Fiber.schedule { Fiber.scheduler.blocking_operation_wait(-> { sleep 0.01 }) } }
+      peak = workers.call
+    end
+    assert_operator peak, :>=, 1
+    deadline = monotonic + 2
+    sleep 0.01 while workers.call.positive? && monotonic < deadline
+    assert_equal 0, workers.call
+  end
+
+  def test_worker_pool_options_are_validated
+    assert_raises(ArgumentError) { Farce::Scheduler.new(backend: backend, worker_threads: 0) }
+    assert_raises(ArgumentError) { Farce::Scheduler.new(backend: backend, worker_queue: -1) }
+  end
+end

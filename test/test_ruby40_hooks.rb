@@ -1,0 +1,134 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# Ruby 4.0's fiber_interrupt, yield and io_close. No Ruby on this machine
+# calls them yet, so the tests call the hooks directly, as Ruby 4.0 will.
+class TestRuby40Hooks < Minitest::Test
+  def test_fiber_interrupt_raises_in_a_fiber_blocked_on_a_read
+    error = nil
+    elapsed = nil
+    farce do
+      r, _w = IO.pipe
+      reader = Fiber.schedule do
+        r.read(1)
+      rescue IOError => e
+        error = e
+      end
+      t = monotonic
+      Fiber.scheduler.fiber_interrupt(reader, IOError.new("stream closed in another thread"))
+      sleep 0.001 until error || monotonic - t > 2
+      elapsed = monotonic - t
+      assert_equal 0, Fiber.scheduler.stats[:pending_waits], "the interrupted wait must be cancelled"
+    end
+    assert_equal "stream closed in another thread", error.message
+    assert_operator elapsed, :<, 0.04
+  end
+
+  def test_fiber_interrupt_from_another_thread_wakes_the_loop
+    error = nil
+    t = nil
+    farce do
+      sleeper = Fiber.schedule do
+        sleep 10
+      rescue RuntimeError => e
+        error = e
+      end
+      t = monotonic
+      scheduler = Fiber.scheduler
+      Thread.new { sleep 0.02; scheduler.fiber_interrupt(sleeper, RuntimeError) }.join
+    end
+    assert_kind_of RuntimeError, error
+    assert_operator monotonic - t, :<, 1
+  end
+
+  def test_fiber_interrupt_of_a_finished_fiber_or_the_current_one
+    farce do
+      done = Fiber.schedule { :done }
+      assert_nil Fiber.scheduler.fiber_interrupt(done, RuntimeError)
+      assert_raises(ArgumentError) { Fiber.scheduler.fiber_interrupt(Fiber.current, ArgumentError.new("self")) }
+      assert_raises(TypeError) { Fiber.scheduler.fiber_interrupt(:not_a_fiber, RuntimeError) }
+    end
+  end
+
+  def test_fiber_interrupt_in_a_fiber_waiting_on_a_queue
+    got = nil
+    farce do
+      q = Queue.new
+      waiter = Fiber.schedule do
+        q.pop
+      rescue Interrupt => e
+        got = e
+      end
+      Fiber.scheduler.fiber_interrupt(waiter, Interrupt.new("stop"))
+      sleep 0.01
+      q << :late # nobody waits any more
+    end
+    assert_equal "stop", got.message
+  end
+
+  def test_yield_lets_every_other_fiber_run_first
+    order = []
+    farce do
+      Fiber.schedule { 3.times { |i| order << "a#{i}"; Fiber.scheduler.yield } }
+      Fiber.schedule { 3.times { |i| order << "b#{i}"; Fiber.scheduler.yield } }
+    end
+    assert_equal %w[a0 b0 a1 b1 a2 b2], order
+  end
+
+  def test_yield_is_not_ended_by_unblock
+    farce do
+      me = Fiber.current
+      Fiber.schedule { Fiber.scheduler.unblock(nil, me) }
+      assert_nil Fiber.scheduler.yield
+    end
+  end
+
+  def test_io_close_wakes_waiters_with_ioerror_at_once
+    errors = []
+    farce do
+      r, w = IO.pipe
+      2.times do
+        Fiber.schedule do
+          r.read(1)
+        rescue IOError => e
+          errors << e
+        end
+      end
+      fd = r.fileno
+      assert_nil Fiber.scheduler.io_close(fd), "Ruby closes the descriptor itself"
+      sleep 0.002 # far less than the 50 ms close scan
+      assert_equal 2, errors.size
+      refute r.closed?
+      r.close
+      w.close
+    end
+  end
+
+  def test_io_close_with_an_io_object
+    error = nil
+    farce do
+      a, b = UNIXSocket.pair
+      Fiber.schedule do
+        a.wait_readable
+      rescue IOError => e
+        error = e
+      end
+      Fiber.scheduler.io_close(a)
+      sleep 0.002
+      a.close
+      b.close
+    end
+    assert_kind_of IOError, error
+  end
+
+  def test_io_close_of_an_unknown_descriptor_is_harmless
+    farce do
+      r, w = IO.pipe
+      assert_nil Fiber.scheduler.io_close(w.fileno)
+      assert_nil Fiber.scheduler.io_close(10_000)
+      w.write("x")
+      assert_equal "x", r.read(1)
+    end
+  end
+end
