@@ -64,6 +64,24 @@ for v in $RUBIES; do
   fi
 done
 
+# Async on farce's io-event selector (test/io_event/): Ruby 3.3 in the chroot
+# has Async, io-event and async-http. The file runs every test twice, with
+# IO_EVENT_SELECTOR=Farce and with io-event's default selector (EPoll).
+if [[ " $RUBIES " == *" 3.3 "* ]] && [[ ! " ${failed[*]} " == *" 3.3:build "* ]]; then
+  echo "==== Ruby 3.3: test/io_event (IO_EVENT_SELECTOR=Farce and EPoll)"
+  log=$(mktemp)
+  timeout -s KILL "$TEST_TIMEOUT" bash -c "$(declare -f in_ruby); TOOLS='$TOOLS' MODCACHE='$MODCACHE' in_ruby 3.3 ruby -Ilib -Itest test/io_event/test_async_on_farce.rb -v" 2>&1 | tee "$log" \
+    | grep -vE ' = [0-9.]+ s = \.$'
+  rc=${PIPESTATUS[0]}
+  totals=$(grep -E '^[0-9]+ runs,' "$log" | tail -1)
+  rm -f "$log"
+  if [ "$rc" != 0 ] || [ -z "$totals" ] || [[ "$totals" != *" 0 skips"* ]]; then
+    failed+=("3.3:io_event"); summary+=("Ruby 3.3 io_event: FAILED (exit $rc) ${totals:-no totals}")
+  else
+    summary+=("Ruby 3.3 io_event: ok: $totals")
+  fi
+fi
+
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
 [ ${#failed[@]} -eq 0 ] || { echo "ruby-matrix: failed: ${failed[*]}" >&2; exit 1; }

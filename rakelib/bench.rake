@@ -17,3 +17,10 @@ namespace :bench do
     ruby File.expand_path("../bench/runner.rb", __dir__)
   end
 end
+
+namespace :bench do
+  desc "async-http example app under wrk: IO_EVENT_SELECTOR=Farce vs Async's EPoll (Ruby 3.3 via sid-run)"
+  task :async_http do
+    ruby File.expand_path("../bench/async_http.rb", __dir__)
+  end
+end

@@ -49,7 +49,7 @@ have_func("rb_io_buffer_get_bytes_for_writing", "ruby/io/buffer.h") ||
 have_func("rb_fiber_raise", "ruby.h")
 have_func("rb_io_descriptor", "ruby/io.h") # 3.1+: Ruby 3.3 deprecates rb_io_t's fd field
 $CFLAGS << " -std=gnu11 -Wall -Wno-unused-parameter"
-$srcs = %w[shim.c core_loader.c offload.c]
+$srcs = %w[shim.c core_loader.c offload.c selector.c fd_table.c glue.c]
 create_makefile("farce/farce_shim")
 
 File.open("Makefile", "a") do |makefile|

@@ -32,6 +32,7 @@
 #include <ruby/thread.h>
 #include <ruby/fiber/scheduler.h>
 #include "core_loader.h"
+#include "selector.h"
 
 void farce_offload_init(VALUE mFarce, VALUE cScheduler); /* offload.c */
 
@@ -976,4 +977,5 @@ void Init_farce_shim(void)
     rb_define_method(cScheduler, "io_close", sched_io_close, 1);
     rb_define_private_method(cScheduler, "__select_ready", sched_select_ready, 2);
     farce_offload_init(mFarce, cScheduler);
+    farce_selector_init(mFarce);
 }

@@ -1,0 +1,44 @@
+//go:build ignore
+
+/*
+ * What a front end (scheduler or selector) knows of each descriptor number:
+ * which IO object uses it, so that a number handed to a new IO is noticed,
+ * and the few facts that decide how to read it.
+ */
+#ifndef FARCE_FD_TABLE_H
+#define FARCE_FD_TABLE_H 1
+
+#include <stdint.h>
+#include <ruby.h>
+
+typedef struct {
+    VALUE io;         /* the IO object last waited on with this number (marked) */
+    uint8_t stream;   /* socket or FIFO: a short read means it was drained */
+    uint8_t blocking; /* O_NONBLOCK was clear: never read before it is ready */
+    uint8_t pollable; /* not a regular file or directory */
+    uint8_t drained;  /* the last read was short */
+} farce_fd_ent;
+
+typedef struct {
+    farce_fd_ent *fds;
+    int nfds;
+} farce_fd_table;
+
+/* The entry for fd as used by io. When the number changed hands (the old IO
+ * was closed), the core forgets it: the old owner's waiters wake with
+ * IOError and stale events are dropped. Raises on core errors. */
+farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE backend, VALUE io, int fd);
+
+/* Drops every descriptor whose IO was closed, waking its waiters. Ruby
+ * before 4.0 tells a scheduler nothing when an IO is closed. */
+void farce_fd_table_forget_closed(farce_fd_table *t, int64_t handle);
+
+/* Drops fd (io_close): its waiters wake with IOError at once. */
+void farce_fd_table_forget(farce_fd_table *t, int64_t handle, int fd);
+
+void farce_fd_table_mark(const farce_fd_table *t);
+void farce_fd_table_clear(farce_fd_table *t);
+void farce_fd_table_free(farce_fd_table *t);
+size_t farce_fd_table_memsize(const farce_fd_table *t);
+
+#endif

@@ -1,0 +1,43 @@
+//go:build ignore
+
+/*
+ * The non-inline parts of glue.h: error translation for core calls, and the
+ * handles of front ends collected without close.
+ */
+#include <stdlib.h>
+#include "glue.h"
+
+void farce_raise_core_error(int64_t handle, int64_t code, const char *what, VALUE backend)
+{
+    char msg[512] = "";
+    if (handle) farce_core.last_error(handle, msg, sizeof(msg));
+    if (code == -FARCE_E_HANDLE) rb_raise(farce_eError, "%s: the scheduler is closed", what);
+    if (code == -FARCE_E_ARGUMENT) rb_raise(rb_eArgError, "%s: %s", what, msg);
+    if (code < 0 && code > -4096) {
+        rb_syserr_fail_str((int)-code, rb_sprintf("%s (farce %"PRIsVALUE" backend): %s", what, backend, msg));
+    }
+    rb_raise(farce_eError, "%s failed (code %lld): %s", what, (long long)code, msg);
+}
+
+/* A GC free function may run on any fiber stack, where calling Go is not
+ * allowed (rule 5), so handles of schedulers and selectors collected without
+ * close wait here until the next one is created. */
+static int64_t *orphans;
+static long norphans, orphans_cap;
+
+void farce_core_release_later(int64_t handle)
+{
+    if (norphans == orphans_cap) {
+        long cap = orphans_cap ? orphans_cap * 2 : 8;
+        int64_t *n = realloc(orphans, cap * sizeof(*n));
+        if (!n) return; /* out of memory in a free function: leak the handle */
+        orphans = n;
+        orphans_cap = cap;
+    }
+    orphans[norphans++] = handle;
+}
+
+void farce_core_release_orphans(void)
+{
+    while (norphans > 0) farce_core.close(orphans[--norphans]);
+}

@@ -1,0 +1,232 @@
+# frozen_string_literal: true
+
+# Async (and async-http) on IO::Event::Selector::Farce. Every test runs twice:
+# in TestAsyncOnFarce with IO_EVENT_SELECTOR=Farce, and in TestAsyncOnDefault
+# with io-event's own choice (EPoll here), which shows the tests test Async's
+# behaviour and not something only our selector does. Each test also asserts
+# which selector class the reactor really used.
+#
+# Needs Async, io-event and async-http (Debian sid's Ruby 3.3 in the chroot:
+# ../shared/tools/sid-run ruby -Ilib -Itest test/io_event/test_async_on_farce.rb).
+# Where they are missing (the host's Ruby 3.1) the file skips with the reason.
+$LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
+require "minitest/autorun"
+
+ASYNC_MISSING =
+  begin
+    require "async"
+    require "async/queue"
+    require "async/semaphore"
+    require "async/http/client"
+    require "async/http/internet"
+    require_relative "../../examples/async_http_app" # requires farce/io_event
+    nil
+  rescue LoadError => e
+    "Async/io-event/async-http not available on Ruby #{RUBY_VERSION} (#{e.message})"
+  end
+warn "test_async_on_farce: skipping: #{ASYNC_MISSING}" if ASYNC_MISSING
+
+module AsyncSelectorTests
+  def setup
+    skip ASYNC_MISSING if ASYNC_MISSING
+    @saved_env = ENV["IO_EVENT_SELECTOR"]
+    if self.class::SELECTOR then ENV["IO_EVENT_SELECTOR"] = self.class::SELECTOR else ENV.delete("IO_EVENT_SELECTOR") end
+    # A hung test fails instead of stalling the run (and exercises the
+    # selector's interruptible kernel wait).
+    main = Thread.current
+    @watchdog = Thread.new { sleep 60; main.raise(RuntimeError, "#{name} still running after 60 s") }
+  end
+
+  def teardown
+    @watchdog&.kill
+    ENV["IO_EVENT_SELECTOR"] = @saved_env if defined?(@saved_env)
+    ENV.delete("IO_EVENT_SELECTOR") if defined?(@saved_env) && @saved_env.nil?
+  end
+
+  def expected_selector
+    self.class::SELECTOR ? IO::Event::Selector.const_get(self.class::SELECTOR) : IO::Event::Selector.default({})
+  end
+
+  # Runs the block in a reactor and checks which selector it ran on.
+  def reactor(&block)
+    Sync do |task|
+      assert_equal expected_selector, Fiber.scheduler.instance_variable_get(:@selector).class
+      block.call(task)
+    end
+  end
+
+  def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+  def test_tasks_run_and_return_values
+    reactor do |task|
+      tasks = 100.times.map { |i| task.async { task.yield; i * 2 } }
+      assert_equal 100.times.map { |i| i * 2 }, tasks.map(&:wait)
+      nested = task.async { |t| t.async { :inner }.wait }
+      assert_equal :inner, nested.wait
+    end
+  end
+
+  def test_sleeps_run_concurrently
+    reactor do |task|
+      start = monotonic
+      order = []
+      [0.15, 0.05, 0.1].each { |d| task.async { sleep d; order << d } }
+      task.children.each(&:wait)
+      elapsed = monotonic - start
+      assert_equal [0.05, 0.1, 0.15], order
+      assert_operator elapsed, :>=, 0.14
+      assert_operator elapsed, :<, 0.6
+    end
+  end
+
+  def test_with_timeout_interrupts_io_and_the_descriptor_stays_usable
+    r, w = IO.pipe
+    reactor do |task|
+      start = monotonic
+      assert_raises(Async::TimeoutError) { task.with_timeout(0.05) { r.read(1) } }
+      assert_operator monotonic - start, :<, 0.5
+      assert_raises(Async::TimeoutError) { task.with_timeout(0.02) { sleep 10 } }
+      reader = task.async { r.read(5) }
+      w.write("hello")
+      assert_equal "hello", reader.wait
+    end
+  ensure
+    r&.close
+    w&.close
+  end
+
+  def test_queue_between_producer_and_consumers
+    reactor do |task|
+      queue = Async::Queue.new
+      got = []
+      consumers = 3.times.map do
+        task.async { while (item = queue.dequeue) != :done do got << item end }
+      end
+      producer = task.async do
+        200.times { |i| queue.enqueue(i); sleep 0 if i % 17 == 0 }
+        3.times { queue.enqueue(:done) }
+      end
+      producer.wait
+      consumers.each(&:wait)
+      assert_equal (0...200).to_a, got.sort
+    end
+  end
+
+  def test_semaphore_limits_concurrency
+    reactor do |task|
+      semaphore = Async::Semaphore.new(3, parent: task)
+      running = max = 0
+      jobs = 20.times.map do
+        semaphore.async do
+          running += 1
+          max = running if running > max
+          sleep 0.01
+          running -= 1
+        end
+      end
+      jobs.each(&:wait)
+      assert_equal 3, max
+      assert_equal 0, running
+    end
+  end
+
+  def test_stop_while_waiting_in_io_wait
+    r, w = IO.pipe
+    reactor do |task|
+      ensured = false
+      waiter = task.async do
+        r.wait_readable
+        flunk "wait_readable returned after stop"
+      ensure
+        ensured = true
+      end
+      reader = task.async { r.read(1) } # a second fiber in io_read on the same pipe
+      sleep 0.02
+      waiter.stop
+      reader.stop
+      assert waiter.stopped?
+      assert reader.stopped?
+      assert ensured
+      # the cancelled waits must not swallow the next wakeup
+      again = task.async { r.read(3) }
+      w.write("abc")
+      assert_equal "abc", again.wait
+    end
+  ensure
+    r&.close
+    w&.close
+  end
+
+  def test_child_processes
+    reactor do |task|
+      start = monotonic
+      ticks = 0
+      ticker = task.async { loop { sleep 0.01; ticks += 1 } }
+      statuses = [3, 0, 7].map do |code|
+        pid = Process.spawn("sleep 0.2; exit #{code}")
+        task.async { Process.wait2(pid)[1] }
+      end.map(&:wait)
+      ticker.stop
+      assert_equal [3, 0, 7], statuses.map(&:exitstatus)
+      assert_operator monotonic - start, :<, 0.6 # concurrent, not one after another
+      assert_operator ticks, :>, 5 # the loop kept running while they waited
+      out = IO.popen(["echo", "from child"], &:read)
+      assert_equal "from child\n", out
+    end
+  end
+
+  def free_port
+    server = TCPServer.new("127.0.0.1", 0)
+    server.addr[1]
+  ensure
+    server&.close
+  end
+
+  def test_async_http_client_and_server_exchange_1000_concurrent_requests
+    url = "http://127.0.0.1:#{free_port}"
+    reactor do |task|
+      server = AsyncHttpApp.server(url).run
+      client = Async::HTTP::Client.new(Async::HTTP::Endpoint.parse(url), limit: 1000)
+      bodies = 1000.times.map do |i|
+        task.async do
+          response = client.get("/echo?#{i}")
+          [response.status, response.read]
+        end
+      end.map(&:wait)
+      assert_equal 1000.times.map { |i| [200, i.to_s] }, bodies
+      # and the plain app route, over the connections kept alive
+      response = client.get("/")
+      assert_equal AsyncHttpApp::BODY, response.read
+    ensure
+      client&.close
+      server&.stop
+    end
+  end
+end
+
+class TestAsyncOnFarce < Minitest::Test
+  SELECTOR = "Farce"
+  include AsyncSelectorTests
+
+  def test_requiring_does_not_start_go
+    skip ASYNC_MISSING if ASYNC_MISSING
+    out = IO.popen([RbConfig.ruby, "-I#{File.expand_path('../../lib', __dir__)}", "-rfarce/io_event", "-e",
+                    "print Farce.core_loaded?, ' ', IO::Event::Selector::Farce.name"], &:read)
+    assert_equal "false Farce::IOEventSelector", out
+  end
+
+  def test_selector_is_inert_after_fork
+    skip ASYNC_MISSING if ASYNC_MISSING
+    selector = IO::Event::Selector::Farce.new(Fiber.current)
+    pid = fork { exit!(selector.closed? ? 0 : 1) }
+    assert Process.wait2(pid)[1].success?, "a selector inherited through fork must report closed?"
+    refute selector.closed?
+  ensure
+    selector&.close
+  end
+end
+
+class TestAsyncOnDefault < Minitest::Test
+  SELECTOR = nil # io-event's choice: EPoll on Linux
+  include AsyncSelectorTests
+end
