@@ -10,7 +10,7 @@ class TestSchedulerAPI < Minitest::Test
 
   def test_backend_and_fallback_reason
     s = Farce::Scheduler.new(backend: backend)
-    expected = backend == :auto ? %i[epoll poll] : [backend]
+    expected = backend == :auto ? %i[io_uring epoll poll] : [backend]
     assert_includes expected, s.backend
     assert(s.fallback_reason.nil? || s.fallback_reason.is_a?(String))
     s.close

@@ -122,6 +122,14 @@ void farce_core_load(void)
     RESOLVE(forget_fd, "farce_forget_fd");
     RESOLVE(poll, "farce_poll");
     RESOLVE(stats, "farce_stats");
+    *(void **)&farce_core.ops_supported = dlsym(handle, "farce_ops_supported");
+    *(void **)&farce_core.submit_op = dlsym(handle, "farce_submit_op");
+    *(void **)&farce_core.cancel_op = dlsym(handle, "farce_cancel_op");
+    if (!farce_core.ops_supported || !farce_core.submit_op || !farce_core.cancel_op) {
+        farce_core.ops_supported = NULL;
+        farce_core.submit_op = NULL;
+        farce_core.cancel_op = NULL;
+    }
     if (missing) {
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         /* never dlclose a Go library: the runtime cannot be unloaded */

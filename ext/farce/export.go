@@ -296,3 +296,60 @@ func farce_stats(h C.int64_t, out *C.int64_t, n C.int) C.int64_t {
 	v[C.FARCE_STAT_GOROUTINES] = int64(runtime.NumGoroutine())
 	return 0
 }
+
+// farce_ops_supported returns 1 when the scheduler's driver performs
+// completion operations (farce_submit_op), else 0.
+//
+//export farce_ops_supported
+func farce_ops_supported(h C.int64_t) C.int64_t {
+	c := lookup(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s.SupportsOps() {
+		return 1
+	}
+	return 0
+}
+
+// farce_submit_op starts a read or write (FARCE_OP_*) of length bytes at
+// ptr, C memory the caller keeps valid and does not touch until the wait
+// named by *token has completed (its result: bytes or -errno). Returns 0 or
+// a negative code.
+//
+//export farce_submit_op
+func farce_submit_op(h C.int64_t, kind C.int, fd C.int, ptr C.uint64_t, length C.uint64_t, offset C.int64_t, token *C.uint64_t) C.int64_t {
+	c := lookup(h)
+	if c == nil || token == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tok, err := c.s.SubmitOp(driver.OpKind(kind), int(fd), uintptr(ptr), uint64(length), int64(offset))
+	if err != nil {
+		return c.fail(err)
+	}
+	*token = C.uint64_t(tok)
+	return 0
+}
+
+// farce_cancel_op asks the kernel to stop the operation token names. It
+// returns 1 when the operation is still in flight (its completion follows
+// and the memory stays the kernel's until then), 0 when it has already
+// completed.
+//
+//export farce_cancel_op
+func farce_cancel_op(h C.int64_t, token C.uint64_t) C.int64_t {
+	c := lookup(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s.CancelOp(sched.Token(token)) {
+		return 1
+	}
+	return 0
+}

@@ -25,6 +25,12 @@ typedef struct farce_completion {
 #define FARCE_KNOWN_NOT_READY 1
 #define FARCE_KNOWN_DRAINED 2
 
+/* completion operations (farce_submit_op) */
+#define FARCE_OP_READ 1
+#define FARCE_OP_WRITE 2
+#define FARCE_OP_PREAD 3
+#define FARCE_OP_PWRITE 4
+
 /* error codes beyond errno values */
 #define FARCE_E_HANDLE 100000   /* unknown or closed scheduler handle */
 #define FARCE_E_ARGUMENT 100001 /* invalid argument (message in last_error) */

@@ -43,7 +43,9 @@ static ID id_raise;
 #define BATCH 128                /* fairness budget: fibers resumed per poll */
 #define CLOSE_SCAN_NS 50000000LL /* how often parked descriptors are checked for close */
 
-enum slot_kind { KIND_NONE, KIND_FIBER, KIND_FD_FIBER, KIND_ALARM };
+/* KIND_OP: a completion operation (io_uring read/write) whose memory the
+ * kernel owns until its completion is reaped; extra pins the IO::Buffer. */
+enum slot_kind { KIND_NONE, KIND_FIBER, KIND_FD_FIBER, KIND_ALARM, KIND_OP };
 
 /* What the shim keeps for one Go wait slot. */
 typedef struct {
@@ -60,6 +62,7 @@ typedef struct {
     uint8_t blocking; /* O_NONBLOCK was clear: never read before it is ready */
     uint8_t pollable; /* not a regular file */
     uint8_t drained;  /* the last read was short */
+    uint8_t async;    /* completion ops: the last read had to wait, so read with an op at once */
 } fd_ent;
 
 typedef struct {
@@ -71,6 +74,7 @@ typedef struct {
     VALUE backend;
     VALUE fallback_reason;
     VALUE interrupts;  /* [fiber, exception] pairs from fiber_interrupt, raised by the loop */
+    int ops;           /* the core performs completion operations (io_uring) */
 
     slot_ent *slots;
     uint32_t nslots;
@@ -295,6 +299,7 @@ static void abandon_wait(farce_sched *s, uint64_t token)
     if (slot >= s->nslots) return;
     slot_ent *e = &s->slots[slot];
     if (e->gen != token_gen(token)) return; /* the loop resumed it: nothing to undo */
+    if (e->kind == KIND_OP) return; /* never abandoned: see park_op */
     if (e->kind == KIND_FD_FIBER) s->fd_parked--;
     if (e->extra != Qundef && e->extra) {
         st_data_t key = (st_data_t)e->fiber;
@@ -335,6 +340,60 @@ static int64_t park(farce_sched *s, uint64_t token, int kind, VALUE blocker)
     return FIXNUM_P(result) ? FIX2LONG(result) : FARCE_RESULT_WOKEN;
 }
 
+/* Park the current fiber on a completion operation (token) whose memory
+ * belongs to `pin` (an IO::Buffer), and return the operation's result (bytes
+ * or -errno). States of the operation, from the shim's side:
+ *   submitted  - slot holds fiber + pin (marked by sched_mark); the kernel
+ *                may read or write the memory at any time.
+ *   cancelling - an exception (Thread#raise, Timeout, Fiber#raise,
+ *                fiber_interrupt) or a close reached the fiber: the core
+ *                was asked to cancel (farce_cancel_op), and the fiber parks
+ *                again. Its exception is held, later ones are dropped.
+ *   reaped     - the loop resumed the fiber with the completion
+ *                (resume_completion cleared the slot): the kernel is done.
+ *   released   - park_op returns or re-raises the held exception; only now
+ *                may the caller's frame (and so the buffer) go away.
+ * The fiber never leaves before "reaped". If the scheduler is closed
+ * meanwhile, its core cancels and reaps every operation before it releases
+ * the ring (URing.Close), and this fiber is never resumed. */
+static int64_t park_op(farce_sched *s, uint64_t token, VALUE pin)
+{
+    VALUE fiber = rb_fiber_current();
+    slot_ent *e = slot_at(s, token_slot(token));
+    e->gen = token_gen(token);
+    e->kind = KIND_OP;
+    e->fiber = fiber;
+    e->extra = pin;
+    s->parked++;
+    s->fd_parked++;
+
+    int held_state = 0;
+    VALUE held = Qnil;
+    for (;;) {
+        int state = 0;
+        VALUE result = rb_protect(yield_to_loop, Qnil, &state);
+        const slot_ent *now = &s->slots[token_slot(token)];
+        if (!(now->gen == token_gen(token) && now->fiber == fiber && now->kind == KIND_OP)) {
+            /* reaped: resume_completion cleared the slot and passed the result */
+            RB_GC_GUARD(pin);
+            if (held_state) {
+                if (rb_obj_is_kind_of(held, rb_eException)) rb_exc_raise(held);
+                rb_jump_tag(held_state);
+            }
+            return FIXNUM_P(result) ? FIX2LONG(result) : -EINTR;
+        }
+        if (state) {
+            if (!held_state) {
+                held_state = state;
+                held = rb_errinfo();
+            }
+            rb_set_errinfo(Qnil);
+            if (s->handle && !sched_inert(s)) farce_core.cancel_op(s->handle, token);
+        }
+        /* else: resumed by hand (spurious): the operation is still in flight */
+    }
+}
+
 /* ---- the loop ------------------------------------------------------------- */
 
 static void resume_completion(farce_sched *s, farce_completion c)
@@ -353,8 +412,8 @@ static void resume_completion(farce_sched *s, farce_completion c)
         return;
     }
     s->parked--;
-    if (kind == KIND_FD_FIBER) s->fd_parked--;
-    if (extra != Qundef && extra) {
+    if (kind == KIND_FD_FIBER || kind == KIND_OP) s->fd_parked--;
+    if (kind != KIND_OP && extra != Qundef && extra) {
         st_data_t key = (st_data_t)fiber;
         st_delete(s->blocked, &key, NULL);
     }
@@ -522,6 +581,7 @@ static VALUE sched_open(VALUE self, VALUE backend)
     s->thread = rb_thread_current();
     s->backend = ID2SYM(rb_intern(name));
     s->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
+    s->ops = farce_core.ops_supported && farce_core.ops_supported(h) == 1;
     return Qnil;
 }
 
@@ -597,6 +657,7 @@ static VALUE sched_stats(VALUE self)
     rb_hash_aset(h, ID2SYM(rb_intern("iterations")), LL2NUM(v[FARCE_STAT_ITERATIONS]));
     rb_hash_aset(h, ID2SYM(rb_intern("completed_waits")), LL2NUM(v[FARCE_STAT_COMPLETED]));
     rb_hash_aset(h, ID2SYM(rb_intern("goroutines")), LL2NUM(v[FARCE_STAT_GOROUTINES]));
+    rb_hash_aset(h, ID2SYM(rb_intern("completion_ops")), s->ops ? Qtrue : Qfalse);
     return h;
 }
 
@@ -637,9 +698,51 @@ static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
     return r > 0 ? LL2NUM(r) : Qfalse;
 }
 
+/* Whether reads and writes on f go through completion operations: the core
+ * performs them (io_uring) and f is a non-blocking socket or pipe. */
+static inline int use_ops(const farce_sched *s, const fd_ent *f)
+{
+    return s->ops && f->stream && f->pollable && !f->blocking;
+}
+
+/* IO::Buffer#locked? without raising (3.1 has no C accessor for it). */
+static ID id_locked_p;
+
+/* Runs one completion operation on len bytes at ptr, memory owned by
+ * buffer, and returns its result (bytes or -errno). The buffer is locked
+ * (unless its owner already did) so that it cannot be resized or freed while
+ * the kernel uses it, and pinned in the slot table until the completion is
+ * reaped (park_op). A cancellation that did not come from an exception
+ * (the descriptor was closed) raises IOError, as a closed wait does. */
+static int64_t run_op(farce_sched *s, VALUE io, int fd, VALUE buffer, int kind, void *ptr, size_t len)
+{
+    uint64_t token = 0;
+    stack_guard();
+    int locked = RTEST(rb_funcall(buffer, id_locked_p, 0));
+    if (!locked) rb_io_buffer_lock(buffer);
+    int64_t r = farce_core.submit_op(s->handle, kind, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
+    if (r < 0) {
+        if (!locked) rb_io_buffer_unlock(buffer);
+        raise_core_error(s, r, kind == FARCE_OP_READ ? "read" : "write");
+    }
+    /* a pending exception must not reach this fiber between submission
+     * and park_op: park_op is the only place that handles it */
+    int64_t result = park_op(s, token, buffer);
+    if (!locked) rb_io_buffer_unlock(buffer);
+    /* Only the core cancels an operation park_op did not: the descriptor
+     * was closed (close scan, io_close) or its number changed hands. An
+     * operation holds the open file, so one that finished otherwise after
+     * the IO was closed (end of file once the peer closed too) is reported
+     * as the close, as a readiness wait would. */
+    if (result == -ECANCELED || io_fd_or_closed(io) != fd) rb_raise(rb_eIOError, "closed stream");
+    return result;
+}
+
 /* Reads into buffer[offset...] at least `length` bytes (at least once when
  * length is 0); returns the count or -errno. The read is tried first unless
- * the last one drained the stream. */
+ * the last one drained the stream. With completion operations, a stream
+ * whose last read had to wait is read with an operation at once (it
+ * completes when data arrives: no separate wait, no EAGAIN read). */
 static VALUE io_read_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, size_t offset)
 {
     farce_sched *s = get_sched(self);
@@ -658,6 +761,28 @@ static VALUE io_read_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, 
         size_t room = size - offset - total;
         if (room == 0) return SIZET2NUM(total);
         fd_ent *f = fd_entry(s, io, fd);
+        if (use_ops(s, f) && (f->async || f->drained)) {
+            int64_t n = run_op(s, io, fd, buffer, FARCE_OP_READ, (char *)base + offset + total, room);
+            f = fd_entry(s, io, fd);
+            if (n > 0) {
+                total += (size_t)n;
+                f->drained = (size_t)n < room;
+                if (total >= length) return SIZET2NUM(total);
+                continue;
+            }
+            if (n == 0) return SIZET2NUM(total); /* end of file */
+            if (n == -EINTR) {
+                rb_thread_check_ints();
+                continue;
+            }
+            if (n == -EAGAIN || n == -EWOULDBLOCK) { /* no fast poll: wait for readiness */
+                f->async = f->drained = 0;
+                wait_fd(s, fd, RUBY_IO_READABLE, -1, FARCE_KNOWN_NOT_READY);
+                waited = 1;
+                continue;
+            }
+            return total ? SIZET2NUM(total) : LL2NUM(n);
+        }
         if (!waited && f->pollable && (f->drained || f->blocking)) {
             int known = f->drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN;
             f->drained = 0;
@@ -670,6 +795,7 @@ static VALUE io_read_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, 
         if (n > 0) {
             total += (size_t)n;
             f->drained = f->stream && (size_t)n < room;
+            f->async = 0;
             if (total >= length) return SIZET2NUM(total);
             continue;
         }
@@ -677,6 +803,10 @@ static VALUE io_read_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, 
         int e = errno;
         if (e == EINTR) {
             rb_thread_check_ints();
+            continue;
+        }
+        if ((e == EAGAIN || e == EWOULDBLOCK) && use_ops(s, f)) {
+            f->async = 1;
             continue;
         }
         if (e == EAGAIN || e == EWOULDBLOCK) {
@@ -722,6 +852,26 @@ static VALUE io_write_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v,
         if (e == EINTR) {
             rb_thread_check_ints();
             continue;
+        }
+        if ((e == EAGAIN || e == EWOULDBLOCK) && use_ops(s, f)) {
+            /* the buffer is full: the operation completes when the peer
+             * made room (write first: sockets are mostly writable) */
+            int64_t r = run_op(s, io, fd, buffer, FARCE_OP_WRITE, (char *)(uintptr_t)base + offset + total, left);
+            if (r >= 0) {
+                total += (size_t)r;
+                if (total >= length) return SIZET2NUM(total);
+                continue;
+            }
+            if (r == -EINTR) {
+                rb_thread_check_ints();
+                continue;
+            }
+            if (r == -EAGAIN || r == -EWOULDBLOCK) {
+                wait_fd(s, fd, RUBY_IO_WRITABLE, -1, FARCE_KNOWN_NOT_READY);
+                waited = 1;
+                continue;
+            }
+            return total ? SIZET2NUM(total) : LL2NUM(r);
         }
         if (e == EAGAIN || e == EWOULDBLOCK) {
             wait_fd(s, fd, RUBY_IO_WRITABLE, -1, FARCE_KNOWN_NOT_READY);
@@ -945,6 +1095,7 @@ void Init_farce_shim(void)
 {
     farce_core_loader_init();
     id_raise = rb_intern("raise");
+    id_locked_p = rb_intern("locked?");
     VALUE mFarce = rb_define_module("Farce");
     farce_eError = rb_define_class_under(mFarce, "Error", rb_eStandardError);
     cScheduler = rb_define_class_under(mFarce, "Scheduler", rb_cObject);

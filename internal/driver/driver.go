@@ -126,3 +126,58 @@ func Open(name string) (d Driver, fallbackReason string, err error) {
 	d, err = ctor()
 	return d, "", err
 }
+
+// OpKind is the operation a Completer performs.
+type OpKind uint8
+
+const (
+	OpRead   OpKind = 1 // read(2) at the file position (streams: sockets, pipes)
+	OpWrite  OpKind = 2 // write(2) at the file position
+	OpPread  OpKind = 3 // pread(2) at Offset
+	OpPwrite OpKind = 4 // pwrite(2) at Offset
+)
+
+// Op is one completion-based operation. Ptr/Len name C memory that the
+// caller keeps alive and untouched until the Op's OpResult has been returned
+// by Completions (rule 1 of DESIGN.md: Go never owns it, the kernel writes
+// or reads it while the operation is in flight).
+type Op struct {
+	Kind   OpKind
+	FD     int32
+	Ptr    uintptr
+	Len    uint32
+	Offset int64
+	// ID names the operation in its OpResult and in CancelOp; only its low
+	// 56 bits are kept (OpIDMask).
+	ID uint64
+}
+
+// OpIDMask: the bits of Op.ID a Completer keeps.
+const OpIDMask = 1<<56 - 1
+
+// OpResult is the completion of an Op: a byte count or -errno.
+type OpResult struct {
+	ID     uint64
+	Result int64
+}
+
+// Completer is implemented by drivers that perform I/O operations
+// themselves (io_uring). Every submitted Op produces exactly one OpResult,
+// cancelled or not (a cancelled one usually with -ECANCELED, but it may
+// also have completed meanwhile); until then its memory must stay valid.
+// Submissions are queued and handed to the kernel by the next Wait, whose
+// reaped completions Completions returns.
+type Completer interface {
+	// SupportsOps reports whether this driver instance can run Ops.
+	SupportsOps() bool
+	// SubmitOp queues op.
+	SubmitOp(op Op) error
+	// CancelOp asks the kernel to cancel an operation in flight; its
+	// OpResult still follows.
+	CancelOp(id uint64) error
+	// Completions returns the OpResults reaped by the last Wait (valid
+	// until the next Wait) and forgets them.
+	Completions() []OpResult
+	// OpsInFlight is how many Ops have not produced their OpResult yet.
+	OpsInFlight() int
+}

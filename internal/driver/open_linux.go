@@ -12,14 +12,24 @@ func constructors() map[string]func() (Driver, error) {
 
 func choices() string { return "auto, epoll, io_uring, poll" }
 
-// uringFirstByDefault: whether "auto" tries io_uring before epoll. Not
-// yet: in one-shot mode (the safe one, see URing) io_uring measured a few
-// percent slower than epoll on bench/pingpong.rb (README.md). With
-// FARCE_IO_URING_AUTO=1 in the environment auto tries io_uring first and
-// reports why it fell back to epoll.
-const uringFirstByDefault = false
+// uringFirstByDefault: whether "auto" tries io_uring before epoll. Yes since
+// io_uring performs io_read/io_write as completion operations
+// (uring_ops_linux.go): measured on bench/ (Ruby 3.1, 2 cores, medians of
+// 13 alternating runs) at least as fast as epoll on ping-pong (1 pair +3 %,
+// 100 pairs +19 %) and faster on HTTP hello (64 connections +11 %, 1,000
+// +31 %); see README.md. FARCE_IO_URING_AUTO=0 makes auto keep epoll;
+// when io_uring cannot be set up, auto uses epoll and says why.
+const uringFirstByDefault = true
 
-func autoPrefersURing() bool { return uringFirstByDefault || uringGetenv(envAuto) == "1" }
+func autoPrefersURing() bool {
+	switch uringGetenv(envAuto) {
+	case "0":
+		return false
+	case "1":
+		return true
+	}
+	return uringFirstByDefault
+}
 
 func openAuto() (Driver, string, error) {
 	reason := ""

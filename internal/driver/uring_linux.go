@@ -41,13 +41,19 @@ type URing struct {
 	wakefd int  // eventfd
 	wakeUD uint64
 
-	fds     []uringFD
-	nextGen uint32
-	ts      unix.Timespec     // EXT_ARG / TIMEOUT timespec (must not move: heap field)
-	arg     uringGeteventsArg // EXT_ARG argument
-	noExt   bool              // no IORING_FEAT_EXT_ARG: use IORING_OP_TIMEOUT SQEs
-	wasted  int               // CQEs dropped as stale (tests)
-	rebuilt int               // rings rebuilt after a change of submitting thread (tests)
+	fds      []uringFD
+	nextGen  uint32
+	ts       unix.Timespec     // EXT_ARG / TIMEOUT timespec (must not move: heap field)
+	arg      uringGeteventsArg // EXT_ARG argument
+	noExt    bool              // no IORING_FEAT_EXT_ARG: use IORING_OP_TIMEOUT SQEs
+	wasted   int               // CQEs dropped as stale (tests)
+	deferred bool              // Wait(0) left queued SQEs for the caller's next Wait
+
+	opsOn    bool       // completion ops offered (uring_ops_linux.go)
+	ops      []uringOp  // ops in flight, by slot
+	inflight int        // live entries of ops
+	done     []OpResult // reaped by the last Wait
+	rebuilt  int        // rings rebuilt after a change of submitting thread (tests)
 }
 
 // uringFD is the driver's knowledge of one descriptor number.
@@ -242,6 +248,7 @@ func (u *URing) enter(toSubmit, minComplete, flags uint32) (int, error) {
 	if flags&uringEnterExtArg != 0 {
 		arg, argSize = unsafe.Pointer(&u.arg), unsafe.Sizeof(u.arg)
 	}
+	u.deferred = false
 	n, err := uringEnter(u.ring.fd, toSubmit, minComplete, flags, arg, argSize)
 	if err == unix.EEXIST && u.info.setup&uringSetupSingleIssuer != 0 {
 		if rerr := u.rebuild(); rerr != nil {
@@ -266,6 +273,14 @@ func (u *URing) Wait(buf []Event, timeout time.Duration) (int, error) {
 	if n > 0 || woke || timeout == 0 {
 		if pending == 0 && !kernelWork {
 			return n, nil
+		}
+		if timeout == 0 && n == 0 && !woke && !kernelWork && !u.deferred {
+			// Nothing to report and only submissions queued: the caller
+			// (the shim's loop) blocks next, and that Wait submits them in
+			// the same io_uring_enter. Never twice in a row, so a busy
+			// loop that never blocks still submits every other Wait.
+			u.deferred = true
+			return 0, nil
 		}
 		if n == len(buf) && pending == 0 {
 			return n, nil // the rest waits in the CQ for the next Wait
@@ -337,6 +352,10 @@ func (u *URing) reap(buf []Event) (n int, woke bool) {
 			if ev, ok := u.pollCQE(fd, gen, c); ok {
 				buf[n] = ev
 				n++
+			}
+		case udOp:
+			if u.opCQE(c) {
+				woke = true // a result to hand out: do not block
 			}
 		case udWake:
 			woke = true
@@ -416,7 +435,11 @@ func (u *URing) rebuild() error {
 	if err != nil {
 		return err
 	}
+	// Ops that completed in the old ring keep their results; the others
+	// (never submitted: entering it failed) are queued on the new one.
+	u.reapOps()
 	u.ring.close()
+	info.ops = u.info.ops
 	u.ring, u.info = ring, info
 	u.rebuilt++
 	if err := u.armWake(); err != nil {
@@ -432,6 +455,9 @@ func (u *URing) rebuild() error {
 			return err
 		}
 	}
+	if err := u.requeueOps(); err != nil {
+		return err
+	}
 	// A pending wakeup whose CQE died with the old ring must not be lost.
 	return u.Wake()
 }
@@ -439,6 +465,7 @@ func (u *URing) rebuild() error {
 func (u *URing) Close() error {
 	var err error
 	if u.ring != nil {
+		u.drainOps()
 		err = u.ring.close()
 		u.ring = nil
 	}

@@ -27,13 +27,18 @@ import (
 //	    DEFER_TASKRUN, coop = SINGLE_ISSUER + COOP_TASKRUN, plain = neither.
 //	FARCE_IO_URING_POLL=oneshot|multishot
 //	    poll mode (default oneshot; see URing).
-//	FARCE_IO_URING_AUTO=1
-//	    backend "auto" tries io_uring before epoll (see open_linux.go).
+//	FARCE_IO_URING_OPS=0|1
+//	    completion operations (IORING_OP_READ/WRITE for the shim's io_read
+//	    and io_write); see uringOpsByDefault for the default.
+//	FARCE_IO_URING_AUTO=0|1
+//	    whether backend "auto" tries io_uring before epoll (default yes;
+//	    see open_linux.go).
 const (
 	envAuto       = "FARCE_IO_URING_AUTO"
 	envForceError = "FARCE_IO_URING_FORCE_ERROR"
 	envSetup      = "FARCE_IO_URING_SETUP"
 	envPoll       = "FARCE_IO_URING_POLL"
+	envOps        = "FARCE_IO_URING_OPS"
 )
 
 // Test hooks.
@@ -71,6 +76,7 @@ type uringInfo struct {
 	features  uint32
 	multishot bool // IORING_POLL_ADD_MULTI works
 	cheapPeek bool // completions reach the CQ without io_uring_enter, or the kernel flags when one is needed
+	ops       bool // READ, WRITE and ASYNC_CANCEL are supported, with FEAT_FAST_POLL
 }
 
 func (i uringInfo) String() string {
@@ -148,10 +154,12 @@ func newRing(want string) (*uringRing, uringInfo, error) {
 		}
 		info.cheapPeek = tier.flags&uringSetupTaskrunFlag != 0 ||
 			tier.flags&(uringSetupCoopTaskrun|uringSetupDeferTaskrun) == 0
-		if err := probeOps(fd); err != nil {
+		ops, err := probeOps(fd)
+		if err != nil {
 			ring.close()
 			return nil, uringInfo{}, err
 		}
+		info.ops = ops && p.Features&uringFeatFastPoll != 0
 		return ring, info, nil
 	}
 	if lastErr == nil {
@@ -163,19 +171,22 @@ func newRing(want string) (*uringRing, uringInfo, error) {
 
 // probeOps checks with IORING_REGISTER_PROBE that the kernel has the
 // opcodes this driver submits.
-func probeOps(fd int) error {
+// It also reports whether the completion operations (READ, WRITE,
+// ASYNC_CANCEL) are there; without them the driver is readiness-only.
+func probeOps(fd int) (ops bool, err error) {
 	var pr uringProbe
 	if err := uringRegister(fd, uringRegisterProbe, unsafe.Pointer(&pr), uint32(len(pr.Ops))); err != nil {
-		return &UringSetupError{Errno: err.(unix.Errno),
+		return false, &UringSetupError{Errno: err.(unix.Errno),
 			Reason: fmt.Sprintf("io_uring kernel too old: IORING_REGISTER_PROBE failed: %v", err)}
 	}
+	has := func(op uint8) bool { return int(op) <= int(pr.LastOp) && pr.Ops[op].Flags&uringOpSupported != 0 }
 	for _, op := range []uint8{uringOpPollAdd, uringOpPollRemove, uringOpTimeout} {
-		if int(op) > int(pr.LastOp) || pr.Ops[op].Flags&uringOpSupported == 0 {
-			return &UringSetupError{Errno: unix.EOPNOTSUPP,
+		if !has(op) {
+			return false, &UringSetupError{Errno: unix.EOPNOTSUPP,
 				Reason: fmt.Sprintf("io_uring kernel too old: opcode %d not supported", op)}
 		}
 	}
-	return nil
+	return has(uringOpRead) && has(uringOpWrite) && has(uringOpAsyncCancel), nil
 }
 
 func errnoName(e unix.Errno) string {
@@ -226,7 +237,19 @@ func NewURing() (*URing, error) {
 	if want != "defer" && want != "coop" && want != "plain" {
 		return nil, fmt.Errorf("%w: %s=%q (defer, coop or plain)", ErrUnavailable, envSetup, want)
 	}
-	return newURing(want, mode == "multishot")
+	u, err := newURing(want, mode == "multishot")
+	if err != nil {
+		return nil, err
+	}
+	switch uringGetenv(envOps) {
+	case "0":
+		u.opsOn = false
+	case "1":
+		u.opsOn = u.info.ops
+	default:
+		u.opsOn = u.info.ops && uringOpsByDefault
+	}
+	return u, nil
 }
 
 func newURing(want string, multishot bool) (*URing, error) {

@@ -29,6 +29,7 @@ const (
 const (
 	uringFeatSingleMmap = 1 << 0
 	uringFeatNoDrop     = 1 << 1
+	uringFeatFastPoll   = 1 << 5
 	uringFeatExtArg     = 1 << 8
 )
 
@@ -49,10 +50,13 @@ const uringCQEFMore = 1 << 1
 
 // Opcodes.
 const (
-	uringOpNop        = 0
-	uringOpPollAdd    = 6
-	uringOpPollRemove = 7
-	uringOpTimeout    = 11
+	uringOpNop         = 0
+	uringOpPollAdd     = 6
+	uringOpPollRemove  = 7
+	uringOpTimeout     = 11
+	uringOpAsyncCancel = 14
+	uringOpRead        = 22
+	uringOpWrite       = 23
 )
 
 // POLL_ADD flags (sqe.len).
@@ -152,6 +156,16 @@ func uringSetup(entries uint32, p *uringParams) (int, error) {
 }
 
 func uringEnter(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, error) {
+	if minComplete == 0 {
+		// Never blocks (submits and runs completion work only): skip the
+		// scheduler bookkeeping of a blocking system call.
+		n, _, e := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), 0,
+			uintptr(flags), uintptr(arg), argSize)
+		if e != 0 {
+			return int(n), e
+		}
+		return int(n), nil
+	}
 	n, _, e := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete),
 		uintptr(flags), uintptr(arg), argSize)
 	if e != 0 {

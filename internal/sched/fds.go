@@ -41,6 +41,7 @@ type fdState struct {
 	readEOF    bool   // peer shut down its writing side: every later read wait finishes at once
 	head, tail int32  // waiter list (slot indexes)
 	waiters    int32
+	ops        int32 // completion operations in flight on this number
 }
 
 // maxFD bounds the descriptor table; Ruby hands us real descriptors, so a
@@ -50,6 +51,7 @@ const maxFD = 1 << 24
 type fdTable struct {
 	fds        []fdState
 	registered int
+	opFDs      int // descriptors with completion operations in flight
 }
 
 func (t *fdTable) get(fd int) *fdState {

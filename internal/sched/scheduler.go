@@ -15,6 +15,7 @@ type Clock func() int64
 // Scheduler is the core of one farce event loop.
 type Scheduler struct {
 	drv    driver.Driver
+	comp   driver.Completer // drv, when it performs operations (SupportsOps)
 	clock  Clock
 	slots  slotTable
 	timers timerHeap
@@ -42,6 +43,9 @@ func New(drv driver.Driver, clock Clock) *Scheduler {
 	}
 	s := &Scheduler{drv: drv, clock: clock, events: make([]driver.Event, 256)}
 	s.timers.slots = &s.slots
+	if c, ok := drv.(driver.Completer); ok && c.SupportsOps() {
+		s.comp = c
+	}
 	return s
 }
 
@@ -108,6 +112,16 @@ func (s *Scheduler) Cancel(tok Token) bool {
 	}
 	switch sl.state {
 	case slotParked:
+		if sl.op {
+			// The kernel still owns the operation's memory and will post a
+			// completion naming this slot: keep the slot until then.
+			if !sl.cancelling {
+				s.comp.CancelOp(opID(i, sl.gen))
+				sl.cancelling = true
+			}
+			sl.orphan = true
+			return true
+		}
 		s.unlink(i, sl)
 		s.slots.release(i)
 		return true
@@ -274,6 +288,10 @@ func (s *Scheduler) ForgetFD(fd int) error {
 	for st.head >= 0 {
 		s.finish(uint32(st.head), ResultClosed)
 	}
+	ops := st.ops
+	if ops > 0 {
+		s.cancelOpsOn(fd)
+	}
 	if st.registered || st.armed != 0 {
 		s.fds.registered--
 	}
@@ -282,7 +300,7 @@ func (s *Scheduler) ForgetFD(fd int) error {
 	if seq == ^uint32(0) { // reserved by drivers for their own wakeup
 		seq = 1
 	}
-	*st = fdState{seq: seq, head: -1, tail: -1}
+	*st = fdState{seq: seq, head: -1, tail: -1, ops: ops}
 	return nil
 }
 
@@ -367,11 +385,16 @@ func (s *Scheduler) BeginPoll() time.Duration {
 // and EndPoll.
 func (s *Scheduler) EventBuffer() []driver.Event { return s.events }
 
-// EndPoll applies the events the driver returned and fires timers that
-// became due while it blocked.
+// EndPoll applies the events the driver returned, the operations it
+// completed, and fires timers that became due while it blocked.
 func (s *Scheduler) EndPoll(events []driver.Event) {
 	for _, ev := range events {
 		s.deliver(ev)
+	}
+	if s.comp != nil {
+		for _, r := range s.comp.Completions() {
+			s.deliverOp(r)
+		}
 	}
 	s.fireTimers(s.clock())
 }
@@ -425,7 +448,7 @@ type Stats struct {
 	PendingWaits  int    // parked or finished but not yet resumed
 	ReadyWaits    int    // finished, waiting for the loop to resume them
 	Timers        int    // waits with a deadline
-	RegisteredFDs int    // descriptors the driver watches
+	RegisteredFDs int    // descriptors the driver watches (or has operations in flight on)
 	Iterations    uint64 // loop iterations (polls)
 	Completed     uint64 // waits handed back to the shim
 }
@@ -435,7 +458,7 @@ func (s *Scheduler) Stats() Stats {
 		PendingWaits:  s.slots.inUse - len(s.delivered) - s.cancelled,
 		ReadyWaits:    s.ready.len() - s.cancelled,
 		Timers:        s.timers.len(),
-		RegisteredFDs: s.fds.registered,
+		RegisteredFDs: s.fds.registered + s.fds.opFDs,
 		Iterations:    s.iterations,
 		Completed:     s.completed,
 	}
@@ -447,6 +470,8 @@ func (s *Scheduler) Close() error {
 	if s.closed {
 		return nil
 	}
+	// The driver cancels and reaps operations still in flight before it
+	// releases the ring (driver.Completer).
 	s.closed = true
 	return s.drv.Close()
 }

@@ -20,6 +20,13 @@ type slot struct {
 	heapIdx  int32 // position in the timer heap, -1 when untimed
 	deadline int64 // monotonic nanoseconds
 	result   int64
+	// Completion operations (SubmitOp): op marks the slot as one, opFD is
+	// its descriptor; cancelling: CancelOp asked the kernel to stop it;
+	// orphan: Cancel abandoned it, so its completion frees the slot.
+	op         bool
+	cancelling bool
+	orphan     bool
+	opFD       int32
 }
 
 // slotTable allocates slots, reusing freed ones first (LIFO keeps them warm).
@@ -47,6 +54,7 @@ func (t *slotTable) alloc() (uint32, *slot) {
 	s.state = slotParked
 	s.fd, s.prev, s.next, s.heapIdx = -1, -1, -1, -1
 	s.interest, s.deadline, s.result = 0, 0, 0
+	s.op, s.cancelling, s.orphan, s.opFD = false, false, false, -1
 	t.inUse++
 	return i, s
 }
