@@ -37,6 +37,7 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
     int flags = fcntl(fd, F_GETFL);
     f->io = io;
     f->drained = 0;
+    f->async = 0;
     f->blocking = flags >= 0 && !(flags & O_NONBLOCK);
     if (fstat(fd, &st) == 0) {
         f->stream = S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode);

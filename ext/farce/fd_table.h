@@ -17,6 +17,7 @@ typedef struct {
     uint8_t blocking; /* O_NONBLOCK was clear: never read before it is ready */
     uint8_t pollable; /* not a regular file or directory */
     uint8_t drained;  /* the last read was short */
+    uint8_t async;    /* completion ops: the last read had to wait, so read with an op at once */
 } farce_fd_ent;
 
 typedef struct {

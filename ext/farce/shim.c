@@ -33,6 +33,10 @@
 #include <ruby/fiber/scheduler.h>
 #include "core_loader.h"
 #include "selector.h"
+#include "fd_table.h"
+#include "glue.h"
+
+#define RAISE_CORE(s, code, what) farce_raise_core_error((s)->handle, (code), (what), (s)->backend)
 
 void farce_offload_init(VALUE mFarce, VALUE cScheduler); /* offload.c */
 
@@ -55,16 +59,6 @@ typedef struct {
     VALUE extra;      /* block: the blocker; alarm: [exception class, *arguments] */
 } slot_ent;
 
-/* What the shim knows of one descriptor number. */
-typedef struct {
-    VALUE io;         /* the IO object last waited on with this number (marked) */
-    uint8_t stream;   /* socket or FIFO: a short read means it was drained */
-    uint8_t blocking; /* O_NONBLOCK was clear: never read before it is ready */
-    uint8_t pollable; /* not a regular file */
-    uint8_t drained;  /* the last read was short */
-    uint8_t async;    /* completion ops: the last read had to wait, so read with an op at once */
-} fd_ent;
-
 typedef struct {
     int64_t handle;   /* Go core handle; 0 once released */
     int wake_fd;
@@ -78,8 +72,7 @@ typedef struct {
 
     slot_ent *slots;
     uint32_t nslots;
-    fd_ent *fds;
-    int nfds;
+    farce_fd_table fds; /* descriptor identity and facts */
 
     farce_completion batch[BATCH];
     int batch_pos, batch_len;
@@ -110,30 +103,18 @@ static void sched_mark(void *p)
             rb_gc_mark(s->slots[i].extra);
         }
     }
-    for (int fd = 0; fd < s->nfds; fd++) {
-        if (s->fds[fd].io) rb_gc_mark(s->fds[fd].io);
-    }
+    farce_fd_table_mark(&s->fds);
 }
-
-/* Handles of schedulers collected without close: released at the next
- * Scheduler.new, because a GC free function may run on any fiber stack. */
-static int64_t *orphans;
-static long norphans, orphans_cap;
 
 static void sched_free(void *p)
 {
     farce_sched *s = p;
     if (s->handle && s->fork_generation == farce_fork_generation) {
-        if (norphans == orphans_cap) {
-            long cap = orphans_cap ? orphans_cap * 2 : 8;
-            int64_t *n = realloc(orphans, cap * sizeof(*n));
-            if (n) { orphans = n; orphans_cap = cap; }
-        }
-        if (norphans < orphans_cap) orphans[norphans++] = s->handle;
+        farce_core_release_later(s->handle);
     }
     if (s->blocked) st_free_table(s->blocked);
     xfree(s->slots);
-    xfree(s->fds);
+    farce_fd_table_free(&s->fds);
     xfree(s->inbox);
     xfree(s);
 }
@@ -141,7 +122,7 @@ static void sched_free(void *p)
 static size_t sched_memsize(const void *p)
 {
     const farce_sched *s = p;
-    return sizeof(*s) + s->nslots * sizeof(slot_ent) + s->nfds * sizeof(fd_ent) + s->inbox_cap * sizeof(uint64_t);
+    return sizeof(*s) + s->nslots * sizeof(slot_ent) + farce_fd_table_memsize(&s->fds) + s->inbox_cap * sizeof(uint64_t);
 }
 
 static const rb_data_type_t sched_type = {
@@ -176,32 +157,8 @@ static farce_sched *get_sched(VALUE self)
     return s;
 }
 
-/* Rule 5 of DESIGN.md: Go runs on the caller's stack; raise in Ruby first
- * rather than let Go fault near the end of a fiber's stack. */
-static inline void stack_guard(void)
-{
-    if (ruby_stack_check()) rb_raise(rb_eSysStackError, "stack level too deep (before entering farce's core)");
-}
 
-NORETURN(static void raise_core_error(farce_sched *s, int64_t code, const char *what));
-static void raise_core_error(farce_sched *s, int64_t code, const char *what)
-{
-    char msg[512] = "";
-    if (s->handle) farce_core.last_error(s->handle, msg, sizeof(msg));
-    if (code == -FARCE_E_HANDLE) rb_raise(farce_eError, "%s: scheduler is closed", what);
-    if (code == -FARCE_E_ARGUMENT) rb_raise(rb_eArgError, "%s: %s", what, msg);
-    if (code < 0 && code > -4096) {
-        rb_syserr_fail_str((int)-code, rb_sprintf("%s (farce %"PRIsVALUE" backend): %s", what, s->backend, msg));
-    }
-    rb_raise(farce_eError, "%s failed (code %lld): %s", what, (long long)code, msg);
-}
 
-static int64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* Ruby timeout (nil or seconds) to nanoseconds; -1 means none. */
 static int64_t timeout_ns(VALUE timeout)
@@ -226,66 +183,10 @@ static slot_ent *slot_at(farce_sched *s, uint32_t slot)
     return &s->slots[slot];
 }
 
-static inline uint32_t token_slot(uint64_t t) { return (uint32_t)t; }
-static inline uint32_t token_gen(uint64_t t) { return (uint32_t)(t >> 32); }
 
-/* Ruby 3.3 marks rb_io_t's fd deprecated in favour of rb_io_descriptor(),
- * which raises on a closed IO; the close scan needs an answer without raising. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-/* The descriptor of an IO object, or -1 when it is closed. */
-static int io_fd_or_closed(VALUE io)
-{
-    rb_io_t *fptr = RFILE(io)->fptr;
-    return fptr ? fptr->fd : -1;
-}
 #pragma GCC diagnostic pop
 
-/* The IO's descriptor; raises IOError when it is closed. */
-static int io_descriptor(VALUE io)
-{
-#ifdef HAVE_RB_IO_DESCRIPTOR
-    return rb_io_descriptor(io);
-#else
-    rb_io_t *fptr;
-    GetOpenFile(io, fptr);
-    rb_io_check_closed(fptr);
-    return fptr->fd;
-#endif
-}
 
-/* The shim's entry for fd, noticing when the number changed hands: the old
- * owner's waiters are woken with IOError and its registration dropped. */
-static fd_ent *fd_entry(farce_sched *s, VALUE io, int fd)
-{
-    if (fd >= s->nfds) {
-        int n = s->nfds ? s->nfds : 64;
-        while (n <= fd) n *= 2;
-        REALLOC_N(s->fds, fd_ent, n);
-        memset(s->fds + s->nfds, 0, (n - s->nfds) * sizeof(fd_ent));
-        s->nfds = n;
-    }
-    fd_ent *f = &s->fds[fd];
-    if (f->io == io) return f;
-    int shared = f->io && io_fd_or_closed(f->io) == fd; /* two IOs, one open descriptor */
-    if (f->io && !shared) {
-        int64_t r = farce_core.forget_fd(s->handle, fd);
-        if (r < 0) raise_core_error(s, r, "forget descriptor");
-    }
-    struct stat st;
-    int flags = fcntl(fd, F_GETFL);
-    f->io = io;
-    f->drained = 0;
-    f->blocking = flags >= 0 && !(flags & O_NONBLOCK);
-    if (fstat(fd, &st) == 0) {
-        f->stream = S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode);
-        f->pollable = !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
-    } else {
-        f->stream = 0;
-        f->pollable = 1;
-    }
-    return f;
-}
 
 /* ---- parking -------------------------------------------------------------- */
 
@@ -295,10 +196,10 @@ static VALUE yield_to_loop(VALUE unused) { return rb_fiber_yield(0, NULL); }
  * (an exception was raised into it, or someone resumed it by hand). */
 static void abandon_wait(farce_sched *s, uint64_t token)
 {
-    uint32_t slot = token_slot(token);
+    uint32_t slot = farce_token_slot(token);
     if (slot >= s->nslots) return;
     slot_ent *e = &s->slots[slot];
-    if (e->gen != token_gen(token)) return; /* the loop resumed it: nothing to undo */
+    if (e->gen != farce_token_gen(token)) return; /* the loop resumed it: nothing to undo */
     if (e->kind == KIND_OP) return; /* never abandoned: see park_op */
     if (e->kind == KIND_FD_FIBER) s->fd_parked--;
     if (e->extra != Qundef && e->extra) {
@@ -316,8 +217,8 @@ static void abandon_wait(farce_sched *s, uint64_t token)
 static int64_t park(farce_sched *s, uint64_t token, int kind, VALUE blocker)
 {
     VALUE fiber = rb_fiber_current();
-    slot_ent *e = slot_at(s, token_slot(token));
-    e->gen = token_gen(token);
+    slot_ent *e = slot_at(s, farce_token_slot(token));
+    e->gen = farce_token_gen(token);
     e->kind = (uint8_t)kind;
     e->fiber = fiber;
     e->extra = blocker;
@@ -331,8 +232,8 @@ static int64_t park(farce_sched *s, uint64_t token, int kind, VALUE blocker)
         abandon_wait(s, token);
         rb_jump_tag(state);
     }
-    slot_ent *now = &s->slots[token_slot(token)];
-    if (now->gen == token_gen(token) && now->fiber == fiber) {
+    slot_ent *now = &s->slots[farce_token_slot(token)];
+    if (now->gen == farce_token_gen(token) && now->fiber == fiber) {
         /* resumed by someone other than the loop: a spurious wakeup */
         abandon_wait(s, token);
         return FARCE_RESULT_WOKEN;
@@ -359,8 +260,8 @@ static int64_t park(farce_sched *s, uint64_t token, int kind, VALUE blocker)
 static int64_t park_op(farce_sched *s, uint64_t token, VALUE pin)
 {
     VALUE fiber = rb_fiber_current();
-    slot_ent *e = slot_at(s, token_slot(token));
-    e->gen = token_gen(token);
+    slot_ent *e = slot_at(s, farce_token_slot(token));
+    e->gen = farce_token_gen(token);
     e->kind = KIND_OP;
     e->fiber = fiber;
     e->extra = pin;
@@ -372,8 +273,8 @@ static int64_t park_op(farce_sched *s, uint64_t token, VALUE pin)
     for (;;) {
         int state = 0;
         VALUE result = rb_protect(yield_to_loop, Qnil, &state);
-        const slot_ent *now = &s->slots[token_slot(token)];
-        if (!(now->gen == token_gen(token) && now->fiber == fiber && now->kind == KIND_OP)) {
+        const slot_ent *now = &s->slots[farce_token_slot(token)];
+        if (!(now->gen == farce_token_gen(token) && now->fiber == fiber && now->kind == KIND_OP)) {
             /* reaped: resume_completion cleared the slot and passed the result */
             RB_GC_GUARD(pin);
             if (held_state) {
@@ -398,10 +299,10 @@ static int64_t park_op(farce_sched *s, uint64_t token, VALUE pin)
 
 static void resume_completion(farce_sched *s, farce_completion c)
 {
-    uint32_t slot = token_slot(c.token);
+    uint32_t slot = farce_token_slot(c.token);
     if (slot >= s->nslots) return;
     slot_ent *e = &s->slots[slot];
-    if (e->gen != token_gen(c.token) || !e->fiber) return; /* cancelled meanwhile */
+    if (e->gen != farce_token_gen(c.token) || !e->fiber) return; /* cancelled meanwhile */
     VALUE fiber = e->fiber, extra = e->extra;
     int kind = e->kind;
     memset(e, 0, sizeof(*e));
@@ -433,16 +334,10 @@ static void drain_inbox(farce_sched *s)
 static void scan_closed(farce_sched *s)
 {
     if (!s->fd_parked) return;
-    int64_t now = monotonic_ns();
+    int64_t now = farce_monotonic_ns();
     if (now - s->last_scan < CLOSE_SCAN_NS) return;
     s->last_scan = now;
-    for (int fd = 0; fd < s->nfds; fd++) {
-        VALUE io = s->fds[fd].io;
-        if (io && io_fd_or_closed(io) != fd) {
-            farce_core.forget_fd(s->handle, fd);
-            memset(&s->fds[fd], 0, sizeof(fd_ent));
-        }
-    }
+    farce_fd_table_forget_closed(&s->fds, s->handle);
 }
 
 /* Whether fiber is parked in one of this scheduler's waits. */
@@ -485,13 +380,6 @@ static void *poll_without_gvl(void *p)
     return NULL;
 }
 
-/* Rule 4: the unblock function only writes to the core's wakeup descriptor. */
-static void poll_unblock(void *p)
-{
-    uint64_t one = 1;
-    ssize_t unused = write(*(int *)p, &one, sizeof(one));
-    (void)unused;
-}
 
 static VALUE run_loop(VALUE self)
 {
@@ -518,7 +406,7 @@ static VALUE run_loop(VALUE self)
         int64_t n = farce_core.poll(s->handle, 0, s->batch, BATCH);
         if (n == 0) {
             struct blocking_poll a = {s->handle, s->fd_parked ? CLOSE_SCAN_NS : -1, s->batch, 0};
-            rb_nogvl(poll_without_gvl, &a, poll_unblock, &s->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
+            rb_nogvl(poll_without_gvl, &a, farce_write_wake, &s->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
             n = a.result;
             s->batch_pos = 0;
             s->batch_len = n > 0 ? (int)n : 0;
@@ -529,7 +417,7 @@ static VALUE run_loop(VALUE self)
             rb_thread_check_ints();
             continue;
         }
-        if (n < 0) raise_core_error(s, n, "poll");
+        if (n < 0) RAISE_CORE(s, n, "poll");
         s->batch_pos = 0;
         s->batch_len = (int)n;
     }
@@ -559,10 +447,6 @@ static VALUE sched_run(VALUE self)
 
 /* ---- construction and release --------------------------------------------- */
 
-static void release_orphans(void)
-{
-    while (norphans > 0) farce_core.close(orphans[--norphans]);
-}
 
 /* call-seq: __open(backend_name) -> [backend, fallback_reason] */
 static VALUE sched_open(VALUE self, VALUE backend)
@@ -570,7 +454,7 @@ static VALUE sched_open(VALUE self, VALUE backend)
     farce_sched *s = rb_check_typeddata(self, &sched_type);
     if (s->handle) rb_raise(farce_eError, "scheduler already initialized");
     farce_core_load();
-    release_orphans();
+    farce_core_release_orphans();
     char name[64] = "", reason[512] = "";
     int wake_fd = -1;
     int64_t h = farce_core.new_(StringValueCStr(backend), name, sizeof(name), reason, sizeof(reason), &wake_fd);
@@ -594,7 +478,7 @@ static VALUE sched_release(VALUE self)
     if (s->handle && !sched_inert(s)) farce_core.close(s->handle);
     s->handle = 0;
     memset(s->slots, 0, s->nslots * sizeof(slot_ent));
-    memset(s->fds, 0, s->nfds * sizeof(fd_ent));
+    farce_fd_table_clear(&s->fds);
     st_clear(s->blocked);
     rb_ary_clear(s->interrupts);
     s->batch_pos = s->batch_len = 0;
@@ -645,7 +529,7 @@ static VALUE sched_stats(VALUE self)
     farce_sched *s = get_sched(self);
     int64_t v[FARCE_STAT_COUNT];
     int64_t r = farce_core.stats(s->handle, v, FARCE_STAT_COUNT);
-    if (r < 0) raise_core_error(s, r, "stats");
+    if (r < 0) RAISE_CORE(s, r, "stats");
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("backend")), s->backend);
     rb_hash_aset(h, ID2SYM(rb_intern("fibers")), LONG2NUM(s->live_fibers));
@@ -668,10 +552,10 @@ static VALUE sched_stats(VALUE self)
 static int64_t wait_fd(farce_sched *s, int fd, uint32_t events, int64_t tmo, int known)
 {
     uint64_t token = 0;
-    stack_guard();
+    farce_stack_guard();
     int64_t r = farce_core.wait_fd(s->handle, fd, events, tmo, known, &token);
     if (r > 0) return r;
-    if (r < 0) raise_core_error(s, r, "wait on descriptor");
+    if (r < 0) RAISE_CORE(s, r, "wait on descriptor");
     if (tmo == 0) {
         farce_core.cancel(s->handle, token);
         return 0;
@@ -686,13 +570,13 @@ static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
 {
     farce_sched *s = get_sched(self);
     io = rb_io_get_io(io);
-    int fd = io_descriptor(io);
+    int fd = farce_io_descriptor(io);
     int ev = NUM2INT(events);
     if (ev <= 0 || (ev & ~(RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE))) {
         rb_raise(rb_eArgError, "io_wait: invalid events %d for fd %d (use IO::READABLE, IO::PRIORITY, IO::WRITABLE)", ev, fd);
     }
     int64_t tmo = timeout_ns(timeout);
-    fd_ent *f = fd_entry(s, io, fd);
+    farce_fd_ent *f = farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
     if (!f->pollable) return INT2NUM(ev);
     int64_t r = wait_fd(s, fd, (uint32_t)ev, tmo, FARCE_KNOWN_UNKNOWN);
     return r > 0 ? LL2NUM(r) : Qfalse;
@@ -700,7 +584,7 @@ static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
 
 /* Whether reads and writes on f go through completion operations: the core
  * performs them (io_uring) and f is a non-blocking socket or pipe. */
-static inline int use_ops(const farce_sched *s, const fd_ent *f)
+static inline int use_ops(const farce_sched *s, const farce_fd_ent *f)
 {
     return s->ops && f->stream && f->pollable && !f->blocking;
 }
@@ -717,13 +601,13 @@ static ID id_locked_p;
 static int64_t run_op(farce_sched *s, VALUE io, int fd, VALUE buffer, int kind, void *ptr, size_t len)
 {
     uint64_t token = 0;
-    stack_guard();
+    farce_stack_guard();
     int locked = RTEST(rb_funcall(buffer, id_locked_p, 0));
     if (!locked) rb_io_buffer_lock(buffer);
     int64_t r = farce_core.submit_op(s->handle, kind, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
     if (r < 0) {
         if (!locked) rb_io_buffer_unlock(buffer);
-        raise_core_error(s, r, kind == FARCE_OP_READ ? "read" : "write");
+        RAISE_CORE(s, r, kind == FARCE_OP_READ ? "read" : "write");
     }
     /* a pending exception must not reach this fiber between submission
      * and park_op: park_op is the only place that handles it */
@@ -734,7 +618,7 @@ static int64_t run_op(farce_sched *s, VALUE io, int fd, VALUE buffer, int kind, 
      * operation holds the open file, so one that finished otherwise after
      * the IO was closed (end of file once the peer closed too) is reported
      * as the close, as a readiness wait would. */
-    if (result == -ECANCELED || io_fd_or_closed(io) != fd) rb_raise(rb_eIOError, "closed stream");
+    if (result == -ECANCELED || farce_io_fd_or_closed(io) != fd) rb_raise(rb_eIOError, "closed stream");
     return result;
 }
 
@@ -747,7 +631,7 @@ static VALUE io_read_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, 
 {
     farce_sched *s = get_sched(self);
     io = rb_io_get_io(io);
-    int fd = io_descriptor(io);
+    int fd = farce_io_descriptor(io);
     size_t length = NUM2SIZET(length_v);
     size_t total = 0;
     int waited = 0; /* the last step was a wait: read now, whatever we knew before */
@@ -760,10 +644,10 @@ static VALUE io_read_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, 
         }
         size_t room = size - offset - total;
         if (room == 0) return SIZET2NUM(total);
-        fd_ent *f = fd_entry(s, io, fd);
+        farce_fd_ent *f = farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
         if (use_ops(s, f) && (f->async || f->drained)) {
             int64_t n = run_op(s, io, fd, buffer, FARCE_OP_READ, (char *)base + offset + total, room);
-            f = fd_entry(s, io, fd);
+            f = farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
             if (n > 0) {
                 total += (size_t)n;
                 f->drained = (size_t)n < room;
@@ -824,7 +708,7 @@ static VALUE io_write_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v,
 {
     farce_sched *s = get_sched(self);
     io = rb_io_get_io(io);
-    int fd = io_descriptor(io);
+    int fd = farce_io_descriptor(io);
     size_t length = NUM2SIZET(length_v);
     size_t total = 0;
     int waited = 0;
@@ -837,7 +721,7 @@ static VALUE io_write_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v,
         }
         size_t left = size - offset - total;
         if (left == 0) return SIZET2NUM(total);
-        fd_ent *f = fd_entry(s, io, fd);
+        farce_fd_ent *f = farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
         if (!waited && f->pollable && f->blocking) {
             wait_fd(s, fd, RUBY_IO_WRITABLE, -1, FARCE_KNOWN_UNKNOWN);
         }
@@ -913,9 +797,9 @@ static VALUE sched_kernel_sleep(int argc, VALUE *argv, VALUE self)
     rb_check_arity(argc, 0, 1);
     int64_t tmo = argc == 1 ? timeout_ns(argv[0]) : -1;
     uint64_t token = 0;
-    stack_guard();
+    farce_stack_guard();
     int64_t r = tmo == 0 ? farce_core.yield(s->handle, &token) : farce_core.park(s->handle, tmo, &token);
-    if (r < 0) raise_core_error(s, r, "sleep");
+    if (r < 0) RAISE_CORE(s, r, "sleep");
     /* registered for unblock: Mutex#sleep and ConditionVariable#wait park in
      * kernel_sleep and are woken by `unblock` */
     park(s, token, KIND_FIBER, Qtrue);
@@ -929,9 +813,9 @@ static VALUE sched_block(int argc, VALUE *argv, VALUE self)
     rb_check_arity(argc, 1, 2);
     int64_t tmo = argc == 2 ? timeout_ns(argv[1]) : -1;
     uint64_t token = 0;
-    stack_guard();
+    farce_stack_guard();
     int64_t r = farce_core.park(s->handle, tmo, &token);
-    if (r < 0) raise_core_error(s, r, "block");
+    if (r < 0) RAISE_CORE(s, r, "block");
     VALUE blocker = NIL_P(argv[0]) ? Qtrue : argv[0];
     return park(s, token, KIND_FIBER, blocker) == FARCE_RESULT_TIMED_OUT ? Qfalse : Qtrue;
 }
@@ -946,7 +830,7 @@ static VALUE sched_unblock(VALUE self, VALUE blocker, VALUE fiber)
     st_data_t token;
     if (!st_lookup(s->blocked, (st_data_t)fiber, &token)) return Qnil; /* not blocked (any more) */
     if (rb_thread_current() == s->thread) {
-        stack_guard();
+        farce_stack_guard();
         farce_core.wake(s->handle, (uint64_t)token);
         return Qnil;
     }
@@ -956,7 +840,7 @@ static VALUE sched_unblock(VALUE self, VALUE blocker, VALUE fiber)
         s->inbox_cap = cap;
     }
     s->inbox[s->inbox_len++] = (uint64_t)token;
-    poll_unblock(&s->wake_fd);
+    farce_write_wake(&s->wake_fd);
     return Qnil;
 }
 
@@ -968,11 +852,11 @@ static VALUE sched_alarm(VALUE self, VALUE fiber, VALUE seconds, VALUE klass, VA
     int64_t tmo = timeout_ns(seconds);
     Check_Type(args, T_ARRAY);
     uint64_t token = 0;
-    stack_guard();
+    farce_stack_guard();
     int64_t r = farce_core.park(s->handle, tmo, &token);
-    if (r < 0) raise_core_error(s, r, "timeout");
-    slot_ent *e = slot_at(s, token_slot(token));
-    e->gen = token_gen(token);
+    if (r < 0) RAISE_CORE(s, r, "timeout");
+    slot_ent *e = slot_at(s, farce_token_slot(token));
+    e->gen = farce_token_gen(token);
     e->kind = KIND_ALARM;
     e->fiber = fiber;
     e->extra = rb_ary_freeze(rb_ary_plus(rb_ary_new_from_args(1, klass), args));
@@ -984,11 +868,11 @@ static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
 {
     farce_sched *s = rb_check_typeddata(self, &sched_type);
     uint64_t token = NUM2ULL(token_v);
-    uint32_t slot = token_slot(token);
-    if (slot < s->nslots && s->slots[slot].gen == token_gen(token) && s->slots[slot].kind == KIND_ALARM) {
+    uint32_t slot = farce_token_slot(token);
+    if (slot < s->nslots && s->slots[slot].gen == farce_token_gen(token) && s->slots[slot].kind == KIND_ALARM) {
         memset(&s->slots[slot], 0, sizeof(slot_ent));
         if (s->handle && !sched_inert(s)) {
-            stack_guard();
+            farce_stack_guard();
             farce_core.cancel(s->handle, token);
         }
     }
@@ -1002,9 +886,9 @@ static VALUE sched_yield(VALUE self)
 {
     farce_sched *s = get_sched(self);
     uint64_t token = 0;
-    stack_guard();
+    farce_stack_guard();
     int64_t r = farce_core.yield(s->handle, &token);
-    if (r < 0) raise_core_error(s, r, "yield");
+    if (r < 0) RAISE_CORE(s, r, "yield");
     park(s, token, KIND_FIBER, Qundef);
     return Qnil;
 }
@@ -1022,7 +906,7 @@ static VALUE sched_fiber_interrupt(VALUE self, VALUE fiber, VALUE exception)
     if (fiber == rb_fiber_current()) rb_exc_raise(rb_make_exception(1, &exception));
     if (!RTEST(rb_fiber_alive_p(fiber))) return Qnil;
     rb_ary_push(s->interrupts, rb_assoc_new(fiber, exception));
-    if (rb_thread_current() != s->thread) poll_unblock(&s->wake_fd);
+    if (rb_thread_current() != s->thread) farce_write_wake(&s->wake_fd);
     return Qnil;
 }
 
@@ -1039,13 +923,11 @@ static VALUE sched_io_close(VALUE self, VALUE target)
     if (RB_INTEGER_TYPE_P(target)) {
         fd = NUM2INT(target);
     } else {
-        fd = io_fd_or_closed(rb_io_get_io(target));
+        fd = farce_io_fd_or_closed(rb_io_get_io(target));
     }
-    if (fd < 0 || fd >= s->nfds || !s->fds[fd].io) return Qnil;
-    stack_guard();
-    int64_t r = farce_core.forget_fd(s->handle, fd);
-    memset(&s->fds[fd], 0, sizeof(fd_ent));
-    if (r < 0) raise_core_error(s, r, "forget descriptor");
+    if (fd < 0 || fd >= s->fds.nfds || !s->fds.fds[fd].io) return Qnil;
+    farce_stack_guard();
+    farce_fd_table_forget(&s->fds, s->handle, fd);
     return Qnil;
 }
 
@@ -1060,7 +942,7 @@ static VALUE sched_select_ready(VALUE self, VALUE io, VALUE events)
     rb_io_check_closed(fptr);
     int ev = NUM2INT(events), got = 0;
     if ((ev & RUBY_IO_READABLE) && rb_io_read_pending(fptr)) got |= RUBY_IO_READABLE;
-    struct pollfd p = {io_descriptor(io), 0, 0};
+    struct pollfd p = {farce_io_descriptor(io), 0, 0};
     if (ev & RUBY_IO_READABLE) p.events |= POLLIN;
     if (ev & RUBY_IO_WRITABLE) p.events |= POLLOUT;
     if (ev & RUBY_IO_PRIORITY) p.events |= POLLPRI;
