@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 #include "glue.h"
+#include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
 
 void farce_raise_core_error(int64_t handle, int64_t code, const char *what, VALUE backend)
 {
@@ -40,4 +41,26 @@ void farce_core_release_later(int64_t handle)
 void farce_core_release_orphans(void)
 {
     while (norphans > 0) farce_core.close(orphans[--norphans]);
+}
+
+struct blocking_poll {
+    int64_t handle;
+    int64_t block_ns;
+    farce_completion *out;
+    int capacity;
+    int64_t result;
+};
+
+static void *poll_body(void *p)
+{
+    struct blocking_poll *a = p;
+    a->result = farce_core.poll(a->handle, a->block_ns, a->out, a->capacity);
+    return NULL;
+}
+
+int64_t farce_poll_without_gvl(int64_t handle, int *wake_fd, int64_t block_ns, farce_completion *out, int capacity)
+{
+    struct blocking_poll a = {handle, block_ns, out, capacity, 0};
+    rb_nogvl(poll_body, &a, farce_write_wake, wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
+    return a.result;
 }

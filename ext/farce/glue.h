@@ -65,6 +65,12 @@ static inline void farce_write_wake(void *p)
  * input, SystemCallError for an errno, Farce::Error otherwise. */
 NORETURN(void farce_raise_core_error(int64_t handle, int64_t code, const char *what, VALUE backend));
 
+/* Polls the core for up to block_ns (negative: no bound) with the GVL
+ * released (rule 4); a signal, Thread#raise or unblock from another thread
+ * interrupts it by writing *wake_fd. Returns the completions stored in out,
+ * or a negative code (-EINTR included). Ruby's interrupts are not run here. */
+int64_t farce_poll_without_gvl(int64_t handle, int *wake_fd, int64_t block_ns, farce_completion *out, int capacity);
+
 /* Handles of front ends collected without close, released at the next
  * creation (see glue.c). */
 void farce_core_release_later(int64_t handle);

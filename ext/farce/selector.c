@@ -307,21 +307,6 @@ static void scan_closed(farce_selector *s)
     farce_fd_table_forget_closed(&s->fds, s->handle);
 }
 
-struct blocking_poll {
-    int64_t handle;
-    int64_t block_ns;
-    farce_completion *out;
-    int64_t result;
-};
-
-static void *poll_without_gvl(void *p)
-{
-    struct blocking_poll *a = p;
-    a->result = farce_core.poll(a->handle, a->block_ns, a->out, SEL_BATCH);
-    return NULL;
-}
-
-
 /* Seconds (nil: forever) to nanoseconds; -1 means no bound. */
 static int64_t duration_ns(VALUE duration)
 {
@@ -356,13 +341,11 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         int64_t n = farce_core.poll(s->handle, 0, s->batch, SEL_BATCH);
         if (n == 0 && round == 0 && block_ns != 0 && !ready_any(s)) {
             if (s->fd_waiting && (block_ns < 0 || block_ns > SEL_CLOSE_SCAN_NS)) block_ns = SEL_CLOSE_SCAN_NS;
-            struct blocking_poll a = {s->handle, block_ns, s->batch, 0};
             int64_t t0 = farce_monotonic_ns();
             s->blocked = 1;
-            rb_nogvl(poll_without_gvl, &a, farce_write_wake, &s->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
+            n = farce_poll_without_gvl(s->handle, &s->wake_fd, block_ns, s->batch, SEL_BATCH);
             s->blocked = 0;
             s->idle_duration = (double)(farce_monotonic_ns() - t0) / 1e9;
-            n = a.result;
             if (n > 0) {
                 s->batch_pos = 0;
                 s->batch_len = (int)n;

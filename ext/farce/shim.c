@@ -366,21 +366,6 @@ static void deliver_interrupts(farce_sched *s)
     }
 }
 
-struct blocking_poll {
-    int64_t handle;
-    int64_t block_ns;
-    farce_completion *out;
-    int64_t result;
-};
-
-static void *poll_without_gvl(void *p)
-{
-    struct blocking_poll *a = p;
-    a->result = farce_core.poll(a->handle, a->block_ns, a->out, BATCH);
-    return NULL;
-}
-
-
 static VALUE run_loop(VALUE self)
 {
     farce_sched *s = get_sched(self);
@@ -405,9 +390,7 @@ static VALUE run_loop(VALUE self)
         scan_closed(s);
         int64_t n = farce_core.poll(s->handle, 0, s->batch, BATCH);
         if (n == 0) {
-            struct blocking_poll a = {s->handle, s->fd_parked ? CLOSE_SCAN_NS : -1, s->batch, 0};
-            rb_nogvl(poll_without_gvl, &a, farce_write_wake, &s->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
-            n = a.result;
+            n = farce_poll_without_gvl(s->handle, &s->wake_fd, s->fd_parked ? CLOSE_SCAN_NS : -1, s->batch, BATCH);
             s->batch_pos = 0;
             s->batch_len = n > 0 ? (int)n : 0;
             rb_thread_check_ints(); /* traps, Thread#raise, Timeout: may raise, batch kept */
