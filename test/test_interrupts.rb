@@ -34,7 +34,8 @@ class TestInterrupts < Minitest::Test
     farce do
       100.times do |i|
         Fiber.schedule do
-          Timeout.timeout(0.01 + (i % 3) * 0.01) { sleep(i.even? ? 1 : 0.001) }
+          # even: a long sleep that must time out; odd: a short one with a wide margin
+          Timeout.timeout(i.even? ? 0.01 + (i % 3) * 0.01 : 2) { sleep(i.even? ? 1 : 0.001) }
         rescue Timeout::Error
           fired += 1
         end
