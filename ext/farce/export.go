@@ -49,6 +49,24 @@ func lookup(h C.int64_t) *core {
 	return c
 }
 
+// acquire returns the core behind h with its lock held, or nil.
+func acquire(h C.int64_t) *core {
+	c := lookup(h)
+	if c != nil {
+		c.mu.Lock()
+	}
+	return c
+}
+
+// boolCode is the 1/0 answer of the exports that report whether a wait was
+// still pending.
+func boolCode(b bool) C.int64_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // fail records err for farce_last_error and returns its code.
 func (c *core) fail(err error) C.int64_t {
 	c.lastErr = err.Error()
@@ -142,11 +160,13 @@ func farce_last_error(h C.int64_t, buf *C.char, n C.int) {
 //
 //export farce_wait_fd
 func farce_wait_fd(h C.int64_t, fd C.int, events C.uint32_t, timeoutNS C.int64_t, known C.int, token *C.uint64_t) C.int64_t {
-	c := lookup(h)
-	if c == nil || token == nil {
+	if token == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c.mu.Lock()
+	c := acquire(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
 	defer c.mu.Unlock()
 	tok, ready, err := c.s.WaitFD(int(fd), sched.Events(events), durationNS(timeoutNS), sched.Readiness(known))
 	if err != nil {
@@ -158,11 +178,13 @@ func farce_wait_fd(h C.int64_t, fd C.int, events C.uint32_t, timeoutNS C.int64_t
 
 //export farce_park
 func farce_park(h C.int64_t, timeoutNS C.int64_t, token *C.uint64_t) C.int64_t {
-	c := lookup(h)
-	if c == nil || token == nil {
+	if token == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c.mu.Lock()
+	c := acquire(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
 	defer c.mu.Unlock()
 	tok, err := c.s.Park(durationNS(timeoutNS))
 	if err != nil {
@@ -174,11 +196,13 @@ func farce_park(h C.int64_t, timeoutNS C.int64_t, token *C.uint64_t) C.int64_t {
 
 //export farce_yield
 func farce_yield(h C.int64_t, token *C.uint64_t) C.int64_t {
-	c := lookup(h)
-	if c == nil || token == nil {
+	if token == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c.mu.Lock()
+	c := acquire(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
 	defer c.mu.Unlock()
 	tok, err := c.s.Yield()
 	if err != nil {
@@ -192,39 +216,30 @@ func farce_yield(h C.int64_t, token *C.uint64_t) C.int64_t {
 //
 //export farce_wake
 func farce_wake(h C.int64_t, token C.uint64_t) C.int64_t {
-	c := lookup(h)
+	c := acquire(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.s.Wake(sched.Token(token)) {
-		return 1
-	}
-	return 0
+	return boolCode(c.s.Wake(sched.Token(token)))
 }
 
 //export farce_cancel
 func farce_cancel(h C.int64_t, token C.uint64_t) C.int64_t {
-	c := lookup(h)
+	c := acquire(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.s.Cancel(sched.Token(token)) {
-		return 1
-	}
-	return 0
+	return boolCode(c.s.Cancel(sched.Token(token)))
 }
 
 //export farce_forget_fd
 func farce_forget_fd(h C.int64_t, fd C.int) C.int64_t {
-	c := lookup(h)
+	c := acquire(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.s.ForgetFD(int(fd)); err != nil {
 		return c.fail(err)
@@ -302,11 +317,10 @@ func farce_stats(h C.int64_t, out *C.int64_t, n C.int) C.int64_t {
 //
 //export farce_ops_supported
 func farce_ops_supported(h C.int64_t) C.int64_t {
-	c := lookup(h)
+	c := acquire(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.s.SupportsOps() {
 		return 1
@@ -321,11 +335,13 @@ func farce_ops_supported(h C.int64_t) C.int64_t {
 //
 //export farce_submit_op
 func farce_submit_op(h C.int64_t, kind C.int, fd C.int, ptr C.uint64_t, length C.uint64_t, offset C.int64_t, token *C.uint64_t) C.int64_t {
-	c := lookup(h)
-	if c == nil || token == nil {
+	if token == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c.mu.Lock()
+	c := acquire(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
 	defer c.mu.Unlock()
 	tok, err := c.s.SubmitOp(driver.OpKind(kind), int(fd), uintptr(ptr), uint64(length), int64(offset))
 	if err != nil {
@@ -342,14 +358,10 @@ func farce_submit_op(h C.int64_t, kind C.int, fd C.int, ptr C.uint64_t, length C
 //
 //export farce_cancel_op
 func farce_cancel_op(h C.int64_t, token C.uint64_t) C.int64_t {
-	c := lookup(h)
+	c := acquire(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.s.CancelOp(sched.Token(token)) {
-		return 1
-	}
-	return 0
+	return boolCode(c.s.CancelOp(sched.Token(token)))
 }
