@@ -1,29 +1,55 @@
 # frozen_string_literal: true
 
-# examples/async_http_app.rb (a Rack-style app on Async::HTTP::Server) under
-# wrk, on IO_EVENT_SELECTOR=Farce and on Async's EPoll selector, in one run:
+# Async on IO_EVENT_SELECTOR=Farce against Async on io-event's EPoll selector,
+# in one run, alternating:
 #
 #   ruby bench/async_http.rb            # or: rake bench:async_http
 #
-# The servers run under Ruby 3.3 in the sid chroot (../shared/tools/sid-run),
-# which has Async and async-http; the host's wrk reaches them on 127.0.0.1.
-# Knobs: BENCH_DURATION (s, default 10), BENCH_CONNECTIONS ("64 1000"),
-# BENCH_ROUNDS (default 2; the selectors alternate within each round and the
-# better round of each counts), BENCH_SID_RUN.
+# 1. examples/async_http_app.rb (a Rack-style app on Async::HTTP::Server)
+#    under wrk at each connection count. Besides req/s and latency, every run
+#    reports the server's CPU time and Ruby GC time per request (read from
+#    the server before and after wrk), because at 1,000 connections Ruby's GC
+#    decides the outcome: a run where major GCs start to chain (the heap has
+#    no free slots, GC.latest_gc_info(:major_by) = :nofree) serves ~40% fewer
+#    requests whichever selector it uses.
+# 2. Workloads where the selector does most of the non-Ruby work
+#    (bench/workloads.rb under Async): pipe ping-pong with 1 and 100 pairs, and
+#    a Thread::Queue hand-off. They show what the selector itself is worth;
+#    the HTTP app shows how much of that survives in a real server.
+#
+# Everything runs under Ruby 3.3 in the sid chroot (../shared/tools/sid-run),
+# which has Async and async-http; the host's wrk reaches the server on
+# 127.0.0.1. Figures are medians over BENCH_ROUNDS rounds (default 3; the
+# selectors alternate which goes first). Knobs: BENCH_DURATION (wrk seconds,
+# default 10), BENCH_CONNECTIONS ("64 1000"), BENCH_ROUNDS, BENCH_SID_RUN,
+# BENCH_SKIP_WORKLOADS=1.
 require "socket"
 require "timeout"
+require "json"
 
 ROOT = File.expand_path("..", __dir__)
 SID_RUN = ENV["BENCH_SID_RUN"] || File.expand_path("../shared/tools/sid-run", ROOT)
 DURATION = Integer(ENV.fetch("BENCH_DURATION", "10"))
 CONNECTIONS = ENV.fetch("BENCH_CONNECTIONS", "64 1000").split.map { |c| Integer(c) }
-ROUNDS = Integer(ENV.fetch("BENCH_ROUNDS", "2"))
-SELECTORS = { "Farce" => "Farce", "EPoll" => "EPoll" }.freeze
+ROUNDS = Integer(ENV.fetch("BENCH_ROUNDS", "3"))
+SELECTORS = %w[Farce EPoll].freeze
+WORKLOADS = [["ping-pong, 1 pair", "pingpong", "pairs=1"], ["ping-pong, 100 pairs", "pingpong", "pairs=100"],
+             ["Queue hand-off", "queue"]].freeze
 
-# The server process: the example app, plus a thread that exits when stdin
+# The server process: the example app, plus a thread that answers "STAT"
+# lines on stdin with the process's CPU and GC counters and exits when stdin
 # closes, so the driver can always stop it through sid-run.
 SERVER = <<~RUBY
-  Thread.new { $stdin.read; exit!(0) }
+  Thread.new do
+    while (line = $stdin.gets)
+      next unless line.start_with?("STAT")
+      gc = GC.stat
+      $stdout.puts [Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID), gc[:time], gc[:major_gc_count],
+                    gc[:minor_gc_count]].join(" ")
+      $stdout.flush
+    end
+    exit!(0)
+  end
   _soft, hard = Process.getrlimit(:NOFILE); Process.setrlimit(:NOFILE, hard, hard)
   require_relative "examples/async_http_app"
   port = Integer(ARGV[0])
@@ -40,18 +66,28 @@ ensure
   s&.close
 end
 
+# Yields the port and a proc that returns the server's counters
+# [cpu seconds, GC ms, major GCs, minor GCs].
 def with_server(selector)
   port = free_port
-  env = { "IO_EVENT_SELECTOR" => selector }
   stdin_r, stdin_w = IO.pipe
   out_r, out_w = IO.pipe
-  pid = Process.spawn(env, SID_RUN, "ruby", "-Ilib", "-e", SERVER, port.to_s,
+  pid = Process.spawn({ "IO_EVENT_SELECTOR" => selector }, SID_RUN, "ruby", "-Ilib", "-e", SERVER, port.to_s,
                       in: stdin_r, out: out_w, chdir: ROOT, pgroup: true)
   stdin_r.close
   out_w.close
   line = Timeout.timeout(30) { out_r.gets }
   raise "server for #{selector} did not start" unless line&.start_with?("READY")
-  yield port, line.split[2]
+
+  used = line.split[2]
+  raise "#{selector}: server runs on #{used}" unless used.end_with?(selector == "Farce" ? "Farce::IOEventSelector" : selector)
+
+  stats = lambda do
+    stdin_w.puts("STAT")
+    stdin_w.flush
+    Timeout.timeout(10) { out_r.gets }.split.map(&:to_f)
+  end
+  yield port, stats
 ensure
   stdin_w&.close
   if pid
@@ -78,41 +114,92 @@ def wrk(port, connections, duration)
   threads = [connections, 2].min
   out = `wrk -t#{threads} -c#{connections} -d#{duration}s --latency http://127.0.0.1:#{port}/ 2>&1`
   rps = out[/Requests\/sec:\s+([\d.]+)/, 1]&.to_f
+  requests = out[/(\d+) requests in/, 1]&.to_i
   p99 = out[/^\s+99%\s+(\S+)/, 1]
   p50 = out[/^\s+50%\s+(\S+)/, 1]
   errors = out[/Socket errors:.*$/] || out[/Non-2xx.*$/]
-  raise "wrk failed:\n#{out}" unless rps && p99
+  raise "wrk failed:\n#{out}" unless rps && p99 && requests&.positive?
 
-  { rps: rps, p50: to_ms(p50), p99: to_ms(p99), errors: errors }
+  { rps: rps, requests: requests, p50: to_ms(p50), p99: to_ms(p99), errors: errors }
 end
 
-results = Hash.new { |h, k| h[k] = [] }
-ROUNDS.times do |round|
-  CONNECTIONS.each do |connections|
-    order = round.even? ? SELECTORS.keys : SELECTORS.keys.reverse
-    order.each do |label|
-      with_server(SELECTORS[label]) do |port, used|
-        raise "#{label}: server runs on #{used}" unless used.end_with?(label == "Farce" ? "Farce::IOEventSelector" : label)
+def http_run(selector, connections)
+  with_server(selector) do |port, stats|
+    wrk(port, connections, 2) # warm-up: connections, JIT-less VM caches, heap growth
+    before = stats.call
+    r = wrk(port, connections, DURATION)
+    after = stats.call
+    cpu, gc_ms, majors = after.zip(before).map { |a, b| a - b }
+    r.merge(cpu_us: cpu * 1e6 / r[:requests], gc_us: gc_ms * 1e3 / r[:requests],
+            majors_per_k: majors * 1000.0 / r[:requests])
+  end
+end
 
-        wrk(port, connections, 2) # warm-up
-        r = wrk(port, connections, DURATION)
-        results[[label, connections]] << r
-        warn format("round %d %-6s c=%-5d %9.0f req/s  p50 %7.2f ms  p99 %7.2f ms%s", round + 1, label, connections,
-                    r[:rps], r[:p50], r[:p99], r[:errors] ? "  (#{r[:errors]})" : "")
-      end
+def workload_run(selector, script_args)
+  out = IO.popen({ "IO_EVENT_SELECTOR" => selector },
+                 [SID_RUN, "ruby", "-Ilib", "-rfarce/io_event", "bench/workloads.rb", "async", *script_args, "seconds=2"],
+                 chdir: ROOT, err: File::NULL, &:read)
+  JSON.parse(out.lines.last).dig("result", "round_trips_per_second") or raise "no result from #{script_args.inspect}"
+end
+
+def median(values)
+  sorted = values.compact.sort
+  n = sorted.size
+  n.odd? ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+end
+
+http = Hash.new { |h, k| h[k] = [] }
+work = Hash.new { |h, k| h[k] = [] }
+ROUNDS.times do |round|
+  order = round.even? ? SELECTORS : SELECTORS.reverse
+  CONNECTIONS.each do |connections|
+    order.each do |selector|
+      r = http_run(selector, connections)
+      http[[selector, connections]] << r
+      warn format("round %d %-5s c=%-5d %8.0f req/s  p50 %7.2f ms  p99 %8.2f ms  cpu %5.1f us/req  gc %5.1f us/req  " \
+                  "major GCs %4.2f/1k req%s", round + 1, selector, connections, r[:rps], r[:p50], r[:p99],
+                  r[:cpu_us], r[:gc_us], r[:majors_per_k], r[:errors] ? "  (#{r[:errors]})" : "")
+    end
+  end
+  next if ENV["BENCH_SKIP_WORKLOADS"] == "1"
+
+  WORKLOADS.each do |label, *args|
+    order.each do |selector|
+      rate = workload_run(selector, args)
+      work[[selector, label]] << rate
+      warn format("round %d %-5s %-20s %9d round trips/s", round + 1, selector, label, rate)
     end
   end
 end
 
 lines = []
-lines << "async-http hello app (examples/async_http_app.rb), wrk #{DURATION}s, best of #{ROUNDS} rounds, Ruby 3.3"
-lines << format("%-6s %-6s %11s %9s %9s", "conns", "sel", "req/s", "p50 ms", "p99 ms")
+lines << "Async 2.46 on IO_EVENT_SELECTOR=Farce vs io-event's EPoll selector, Ruby 3.3, medians of #{ROUNDS} alternating rounds"
+lines << ""
+lines << "async-http hello app (examples/async_http_app.rb), wrk #{DURATION}s; cpu and gc are the server's per request"
+lines << format("%-6s %-6s %9s %8s %9s %11s %10s %13s", "conns", "sel", "req/s", "p50 ms", "p99 ms", "cpu us/req",
+                "gc us/req", "major GC/1k")
 CONNECTIONS.each do |connections|
-  best = SELECTORS.keys.to_h { |label| [label, results[[label, connections]].max_by { |r| r[:rps] }] }
-  best.each { |label, r| lines << format("%-6d %-6s %11.0f %9.2f %9.2f", connections, label, r[:rps], r[:p50], r[:p99]) }
-  f = best["Farce"]
-  e = best["EPoll"]
-  lines << format("%-6d Farce/EPoll: req/s %.2fx, p99 %.2fx (lower is better)", connections, f[:rps] / e[:rps], f[:p99] / e[:p99])
+  med = SELECTORS.to_h do |selector|
+    runs = http[[selector, connections]]
+    [selector, %i[rps p50 p99 cpu_us gc_us majors_per_k].to_h { |k| [k, median(runs.map { |r| r[k] })] }]
+  end
+  med.each do |selector, m|
+    lines << format("%-6d %-6s %9.0f %8.2f %9.2f %11.1f %10.1f %13.2f", connections, selector, m[:rps], m[:p50], m[:p99],
+                    m[:cpu_us], m[:gc_us], m[:majors_per_k])
+  end
+  f = med["Farce"]
+  e = med["EPoll"]
+  lines << format("%-6d Farce/EPoll: req/s %.2fx, p99 %.2fx, cpu per request %.2fx (lower is better for the last two)",
+                  connections, f[:rps] / e[:rps], f[:p99] / e[:p99], f[:cpu_us] / e[:cpu_us])
+end
+unless work.empty?
+  lines << ""
+  lines << "selector-bound workloads (bench/workloads.rb under Async, 2 s each), round trips/s"
+  WORKLOADS.each do |label, *|
+    f = median(work[["Farce", label]])
+    e = median(work[["EPoll", label]])
+    lines << format("%-22s Farce %9d  EPoll %9d  Farce/EPoll %.2fx", label, f, e, f.to_f / e)
+  end
 end
 
 puts
