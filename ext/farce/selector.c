@@ -536,168 +536,106 @@ static VALUE sel_io_wait(VALUE self, VALUE fiber, VALUE io, VALUE events)
 
 static VALUE neg_errno(int e) { return INT2NUM(-e); }
 
-/* Reads into buffer[offset...] until at least `length` bytes arrived (one
- * successful read when length is 0), end of file, or an error; returns the
- * count, or -errno when nothing was read. The read is tried before waiting
- * unless the last one drained the stream. */
+enum xfer_dir { XFER_READ, XFER_WRITE };
+
+/* The loop behind io_read, io_write, io_pread and io_pwrite: moves at least
+ * `length` bytes between buffer[offset...] and fd (one successful call when
+ * length is 0), at file position `from`, or at the stream's position when
+ * from < 0. Returns the count, or -errno when nothing moved; a read stops
+ * early at end of file. A stream read is not tried when the last one
+ * drained the stream (it waits first), and a blocking descriptor is waited
+ * on before every call, so it never blocks the loop. */
+static VALUE xfer(VALUE self, VALUE io, VALUE buffer, size_t length, size_t offset, off_t from, enum xfer_dir dir)
+{
+    farce_selector *s = get_sel(self);
+    io = rb_io_get_io(io);
+    int fd = farce_io_descriptor(io);
+    int reading = dir == XFER_READ;
+    int events = reading ? RUBY_IO_READABLE : RUBY_IO_WRITABLE;
+    size_t total = 0;
+    int waited = 0; /* the last step was a wait: try the call now, whatever we knew before */
+    for (;;) {
+        void *base;
+        size_t size;
+        if (reading) {
+            rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
+        } else {
+            const void *readable;
+            rb_io_buffer_get_bytes_for_reading(buffer, &readable, &size);
+            base = (void *)(uintptr_t)readable; /* only ever passed to write(2)/pwrite(2) */
+        }
+        if (offset > size || length > size - offset) return neg_errno(EINVAL);
+        size_t room = size - offset - total;
+        if (room == 0) return SIZET2NUM(total);
+        farce_fd_ent *f = farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
+        int drained = reading && from < 0 && f->drained;
+        if (!waited && f->pollable && (drained || f->blocking)) {
+            if (drained) f->drained = 0;
+            wait_fd(self, s, fd, events, drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN, NULL);
+            waited = 1;
+            continue;
+        }
+        waited = 0;
+        char *at = (char *)base + offset + total;
+        off_t pos = from + (off_t)total;
+        ssize_t n = reading ? (from < 0 ? read(fd, at, room) : pread(fd, at, room, pos))
+                            : (from < 0 ? write(fd, at, room) : pwrite(fd, at, room, pos));
+        if (n > 0 || (n == 0 && !reading)) {
+            total += (size_t)n;
+            if (reading && from < 0) {
+                f = &s->fds.fds[fd]; /* a wait may have grown the table */
+                f->drained = f->stream && (size_t)n < room;
+            }
+            if (total >= length) return SIZET2NUM(total);
+            continue;
+        }
+        if (n == 0) return SIZET2NUM(total); /* end of file */
+        int e = errno;
+        if (e == EINTR) {
+            rb_thread_check_ints();
+            continue;
+        }
+        if (e == EAGAIN || e == EWOULDBLOCK) {
+            wait_fd(self, s, fd, events, FARCE_KNOWN_NOT_READY, NULL);
+            waited = 1;
+            continue;
+        }
+        return total ? SIZET2NUM(total) : neg_errno(e);
+    }
+}
+
+/* call-seq: io_read(fiber, io, buffer, length, offset = 0) -> count or -errno */
 static VALUE sel_io_read(int argc, VALUE *argv, VALUE self)
 {
     rb_check_arity(argc, 4, 5);
-    farce_selector *s = get_sel(self);
-    VALUE io = rb_io_get_io(argv[1]), buffer = argv[2];
-    size_t length = NUM2SIZET(argv[3]);
-    size_t offset = argc > 4 ? NUM2SIZET(argv[4]) : 0;
-    int fd = farce_io_descriptor(io);
-    size_t total = 0;
-    int waited = 0;
-    for (;;) {
-        void *base;
-        size_t size;
-        rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
-        if (offset > size || length > size - offset) return neg_errno(EINVAL);
-        size_t room = size - offset - total;
-        if (room == 0) return SIZET2NUM(total);
-        farce_fd_ent *f = farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
-        if (!waited && f->pollable && (f->drained || f->blocking)) {
-            int known = f->drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN;
-            f->drained = 0;
-            wait_fd(self, s, fd, RUBY_IO_READABLE, known, NULL);
-            waited = 1;
-            continue;
-        }
-        waited = 0;
-        ssize_t n = read(fd, (char *)base + offset + total, room);
-        if (n > 0) {
-            total += (size_t)n;
-            f = &s->fds.fds[fd];
-            f->drained = f->stream && (size_t)n < room;
-            if (total >= length) return SIZET2NUM(total);
-            continue;
-        }
-        if (n == 0) return SIZET2NUM(total);
-        int e = errno;
-        if (e == EINTR) {
-            rb_thread_check_ints();
-            continue;
-        }
-        if (e == EAGAIN || e == EWOULDBLOCK) {
-            wait_fd(self, s, fd, RUBY_IO_READABLE, FARCE_KNOWN_NOT_READY, NULL);
-            waited = 1;
-            continue;
-        }
-        return total ? SIZET2NUM(total) : neg_errno(e);
-    }
+    return xfer(self, argv[1], argv[2], NUM2SIZET(argv[3]), argc > 4 ? NUM2SIZET(argv[4]) : 0, -1, XFER_READ);
 }
 
-/* Writes at least `length` bytes of buffer[offset...] (one write when 0);
- * returns the count, or -errno when nothing was written. */
+/* call-seq: io_write(fiber, io, buffer, length, offset = 0) -> count or -errno */
 static VALUE sel_io_write(int argc, VALUE *argv, VALUE self)
 {
     rb_check_arity(argc, 4, 5);
-    farce_selector *s = get_sel(self);
-    VALUE io = rb_io_get_io(argv[1]), buffer = argv[2];
-    size_t length = NUM2SIZET(argv[3]);
-    size_t offset = argc > 4 ? NUM2SIZET(argv[4]) : 0;
-    int fd = farce_io_descriptor(io);
-    size_t total = 0;
-    int waited = 0;
-    for (;;) {
-        const void *base;
-        size_t size;
-        rb_io_buffer_get_bytes_for_reading(buffer, &base, &size);
-        if (offset > size || length > size - offset) return neg_errno(EINVAL);
-        size_t left = size - offset - total;
-        if (left == 0) return SIZET2NUM(total);
-        farce_fd_ent *f = farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
-        if (!waited && f->pollable && f->blocking) {
-            wait_fd(self, s, fd, RUBY_IO_WRITABLE, FARCE_KNOWN_UNKNOWN, NULL);
-        }
-        waited = 0;
-        ssize_t n = write(fd, (const char *)base + offset + total, left);
-        if (n >= 0) {
-            total += (size_t)n;
-            if (total >= length) return SIZET2NUM(total);
-            continue;
-        }
-        int e = errno;
-        if (e == EINTR) {
-            rb_thread_check_ints();
-            continue;
-        }
-        if (e == EAGAIN || e == EWOULDBLOCK) {
-            wait_fd(self, s, fd, RUBY_IO_WRITABLE, FARCE_KNOWN_NOT_READY, NULL);
-            waited = 1;
-            continue;
-        }
-        return total ? SIZET2NUM(total) : neg_errno(e);
-    }
+    return xfer(self, argv[1], argv[2], NUM2SIZET(argv[3]), argc > 4 ? NUM2SIZET(argv[4]) : 0, -1, XFER_WRITE);
 }
 
-/* call-seq: io_pread(fiber, io, buffer, from, length, offset) -> count or -errno
- * Positional reads are of files: no readiness to wait for, so they run
- * directly (Ruby 3.3 routes IO#pread here). */
-static VALUE sel_io_pread(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
+/* Positional calls are for files, which have no readiness to wait for, so
+ * they run directly (Ruby 3.3 routes IO#pread and IO#pwrite here). A
+ * negative position gets -EINVAL, as from pread(2). */
+
+/* call-seq: io_pread(fiber, io, buffer, from, length, offset) -> count or -errno */
+static VALUE sel_io_pread(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE from, VALUE length, VALUE offset)
 {
-    farce_selector *s = get_sel(self);
-    io = rb_io_get_io(io);
-    int fd = farce_io_descriptor(io);
-    off_t from = NUM2OFFT(from_v);
-    size_t length = NUM2SIZET(length_v), offset = NUM2SIZET(offset_v), total = 0;
-    for (;;) {
-        void *base;
-        size_t size;
-        rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
-        if (offset > size || length > size - offset) return neg_errno(EINVAL);
-        size_t room = size - offset - total;
-        if (room == 0) return SIZET2NUM(total);
-        ssize_t n = pread(fd, (char *)base + offset + total, room, from + (off_t)total);
-        if (n > 0) {
-            total += (size_t)n;
-            if (total >= length) return SIZET2NUM(total);
-            continue;
-        }
-        if (n == 0) return SIZET2NUM(total);
-        int e = errno;
-        if (e == EINTR) { rb_thread_check_ints(); continue; }
-        if (e == EAGAIN || e == EWOULDBLOCK) {
-            farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
-            wait_fd(self, s, fd, RUBY_IO_READABLE, FARCE_KNOWN_NOT_READY, NULL);
-            continue;
-        }
-        return total ? SIZET2NUM(total) : neg_errno(e);
-    }
+    off_t pos = NUM2OFFT(from);
+    if (pos < 0) return neg_errno(EINVAL);
+    return xfer(self, io, buffer, NUM2SIZET(length), NUM2SIZET(offset), pos, XFER_READ);
 }
 
 /* call-seq: io_pwrite(fiber, io, buffer, from, length, offset) -> count or -errno */
-static VALUE sel_io_pwrite(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
+static VALUE sel_io_pwrite(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE from, VALUE length, VALUE offset)
 {
-    farce_selector *s = get_sel(self);
-    io = rb_io_get_io(io);
-    int fd = farce_io_descriptor(io);
-    off_t from = NUM2OFFT(from_v);
-    size_t length = NUM2SIZET(length_v), offset = NUM2SIZET(offset_v), total = 0;
-    for (;;) {
-        const void *base;
-        size_t size;
-        rb_io_buffer_get_bytes_for_reading(buffer, &base, &size);
-        if (offset > size || length > size - offset) return neg_errno(EINVAL);
-        size_t left = size - offset - total;
-        if (left == 0) return SIZET2NUM(total);
-        ssize_t n = pwrite(fd, (const char *)base + offset + total, left, from + (off_t)total);
-        if (n >= 0) {
-            total += (size_t)n;
-            if (total >= length) return SIZET2NUM(total);
-            continue;
-        }
-        int e = errno;
-        if (e == EINTR) { rb_thread_check_ints(); continue; }
-        if (e == EAGAIN || e == EWOULDBLOCK) {
-            farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
-            wait_fd(self, s, fd, RUBY_IO_WRITABLE, FARCE_KNOWN_NOT_READY, NULL);
-            continue;
-        }
-        return total ? SIZET2NUM(total) : neg_errno(e);
-    }
+    off_t pos = NUM2OFFT(from);
+    if (pos < 0) return neg_errno(EINVAL);
+    return xfer(self, io, buffer, NUM2SIZET(length), NUM2SIZET(offset), pos, XFER_WRITE);
 }
 
 /* call-seq: io_close(io_or_descriptor) -> nil

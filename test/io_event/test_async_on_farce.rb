@@ -11,6 +11,7 @@
 # Where they are missing (the host's Ruby 3.1) the file skips with the reason.
 $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
 require "minitest/autorun"
+require "tempfile"
 
 ASYNC_MISSING =
   begin
@@ -213,6 +214,70 @@ class TestAsyncOnFarce < Minitest::Test
     out = IO.popen([RbConfig.ruby, "-I#{File.expand_path('../../lib', __dir__)}", "-rfarce/io_event", "-e",
                     "print Farce.core_loaded?, ' ', IO::Event::Selector::Farce.name"], &:read)
     assert_equal "false Farce::IOEventSelector", out
+  end
+
+  # Async 2.46 never calls io_pread/io_pwrite, and io-event's EPoll selector
+  # does not have them, so these call the selector directly with the
+  # arguments Ruby 3.3's scheduler interface passes (fiber, io, buffer, from,
+  # length, offset) and check the file with plain Ruby. As with io_read,
+  # length is a minimum: the call moves as much as the buffer holds.
+  def test_positional_read_and_write_through_the_selector
+    Tempfile.create("farce-pread") do |file|
+      file.write("0123456789")
+      file.flush
+      reactor do
+        selector = Fiber.scheduler.instance_variable_get(:@selector)
+        out = IO::Buffer.for(+"..hello")
+        assert_equal 5, selector.io_pwrite(Fiber.current, file, out, 3, 5, 2)
+        assert_equal "012hello89", File.read(file.path)
+
+        into = IO::Buffer.new(16)
+        assert_equal 7, selector.io_pread(Fiber.current, file, into, 3, 5, 4), "up to the end of the file"
+        assert_equal "hello89", into.get_string(4, 7)
+        small = IO::Buffer.new(3)
+        assert_equal 3, selector.io_pread(Fiber.current, file, small, 1, 0, 0), "length 0: one read, as much as fits"
+        assert_equal "12h", small.get_string
+        assert_equal 0, selector.io_pread(Fiber.current, file, into, 100, 4, 0), "past the end of the file"
+        assert_equal "012hello89", file.tap(&:rewind).read, "positional calls leave the file position alone"
+      end
+    end
+  end
+
+  def test_positional_calls_report_errno
+    Tempfile.create("farce-pread") do |file|
+      write_only = File.open(file.path, "w")
+      reactor do
+        selector = Fiber.scheduler.instance_variable_get(:@selector)
+        into = IO::Buffer.new(8)
+        assert_equal(-Errno::EBADF::Errno, selector.io_pread(Fiber.current, write_only, into, 0, 4, 0))
+        assert_equal(-Errno::EINVAL::Errno, selector.io_pwrite(Fiber.current, write_only, into, -1, 4, 0),
+                     "a negative file position")
+        assert_equal(-Errno::EINVAL::Errno, selector.io_pread(Fiber.current, file, into, 0, 9, 0),
+                     "length beyond the buffer")
+      end
+    ensure
+      write_only&.close
+    end
+  end
+
+  # Ruby 4.0 calls io_close before closing a descriptor (io-event's own
+  # selectors have no such hook): a fiber waiting on it raises IOError at
+  # once instead of after the close scan, and the number is free for reuse.
+  def test_io_close_wakes_a_waiter_with_ioerror
+    r, w = IO.pipe
+    reactor do |task|
+      waiter = task.async { r.wait_readable }
+      sleep 0.01
+      start = monotonic
+      selector = Fiber.scheduler.instance_variable_get(:@selector)
+      assert_nil selector.io_close(r)
+      assert_raises(IOError) { waiter.wait }
+      assert_operator monotonic - start, :<, 0.04, "io_close must not wait for the 50 ms close scan"
+      assert_nil selector.io_close(r.fileno), "a descriptor nobody waits on is ignored"
+    end
+  ensure
+    r&.close
+    w&.close
   end
 
   def test_selector_is_inert_after_fork
