@@ -16,16 +16,21 @@
 #    (bench/workloads.rb under Async): pipe ping-pong with 1 and 100 pairs, and
 #    a Thread::Queue hand-off. They show what the selector itself is worth;
 #    the HTTP app shows how much of that survives in a real server.
+# 3. Where the server's CPU goes: in round 1, `perf record` samples the server
+#    during wrk and the report gives each part's share (the selector's own
+#    libraries, Ruby's VM, the kernel). That bounds any selector: the req/s a
+#    selector can win is at most the share its own code has.
 #
 # Everything runs under Ruby 3.3 in the sid chroot (../shared/tools/sid-run),
 # which has Async and async-http; the host's wrk reaches the server on
 # 127.0.0.1. Figures are medians over BENCH_ROUNDS rounds (default 3; the
 # selectors alternate which goes first). Knobs: BENCH_DURATION (wrk seconds,
 # default 10), BENCH_CONNECTIONS ("64 1000"), BENCH_ROUNDS, BENCH_SID_RUN,
-# BENCH_SKIP_WORKLOADS=1.
+# BENCH_SKIP_WORKLOADS=1, BENCH_PERF=0 (no profile; also skipped without perf).
 require "socket"
 require "timeout"
 require "json"
+require "fileutils"
 
 ROOT = File.expand_path("..", __dir__)
 SID_RUN = ENV["BENCH_SID_RUN"] || File.expand_path("../shared/tools/sid-run", ROOT)
@@ -33,19 +38,25 @@ DURATION = Integer(ENV.fetch("BENCH_DURATION", "10"))
 CONNECTIONS = ENV.fetch("BENCH_CONNECTIONS", "64 1000").split.map { |c| Integer(c) }
 ROUNDS = Integer(ENV.fetch("BENCH_ROUNDS", "3"))
 SELECTORS = %w[Farce EPoll].freeze
+SID_ROOT = ENV.fetch("SID_ROOT", "/opt/rubies/sid")
+PERF = ENV["BENCH_PERF"] != "0" && system("perf --version", out: File::NULL, err: File::NULL)
+# perf's shared-object names, grouped into the parts the report shows
+PERF_PARTS = { "selector" => /\A(libfarce_core\.so|farce_shim\.so|IO_Event\.so)\z/, "Ruby VM" => /\Alibruby/,
+               "kernel" => /\A\[kernel/, "libc" => /\Alibc\.so/ }.freeze
 WORKLOADS = [["ping-pong, 1 pair", "pingpong", "pairs=1"], ["ping-pong, 100 pairs", "pingpong", "pairs=100"],
              ["Queue hand-off", "queue"]].freeze
 
 # The server process: the example app, plus a thread that answers "STAT"
-# lines on stdin with the process's CPU and GC counters and exits when stdin
-# closes, so the driver can always stop it through sid-run.
+# lines on stdin with the process's CPU and GC counters (and its pid, which
+# sid-run hides) and exits when stdin closes, so the driver can always stop
+# it through sid-run.
 SERVER = <<~RUBY
   Thread.new do
     while (line = $stdin.gets)
       next unless line.start_with?("STAT")
       gc = GC.stat
       $stdout.puts [Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID), gc[:time], gc[:major_gc_count],
-                    gc[:minor_gc_count]].join(" ")
+                    gc[:minor_gc_count], Process.pid].join(" ")
       $stdout.flush
     end
     exit!(0)
@@ -67,7 +78,7 @@ ensure
 end
 
 # Yields the port and a proc that returns the server's counters
-# [cpu seconds, GC ms, major GCs, minor GCs].
+# [cpu seconds, GC ms, major GCs, minor GCs, pid].
 def with_server(selector)
   port = free_port
   stdin_r, stdin_w = IO.pipe
@@ -123,15 +134,45 @@ def wrk(port, connections, duration)
   { rps: rps, requests: requests, p50: to_ms(p50), p99: to_ms(p99), errors: errors }
 end
 
-def http_run(selector, connections)
+# Samples pid with perf while the block runs; returns { part => percent }.
+def perf_profile(pid)
+  data = File.join(ROOT, "tmp", "async_http.perf.data")
+  FileUtils.mkdir_p(File.dirname(data))
+  recorder = Process.spawn("perf", "record", "-q", "-F", "999", "-p", pid.to_s, "-o", data, out: File::NULL,
+                           err: File::NULL)
+  yield
+  Process.kill(:INT, recorder)
+  Process.wait(recorder)
+  report = IO.popen(["perf", "report", "-i", data, "--symfs", SID_ROOT, "--sort", "dso", "-g", "none", "--stdio"],
+                    err: File::NULL, &:read)
+  parts = Hash.new(0.0)
+  report.each_line do |line|
+    percent, dso = line.strip.split(/\s+/, 2)
+    next unless percent&.end_with?("%") && dso
+
+    part = PERF_PARTS.find { |_, pattern| dso.strip.match?(pattern) }&.first || "other"
+    parts[part] += percent.to_f
+  end
+  parts
+ensure
+  File.delete(data) if data && File.exist?(data)
+end
+
+def http_run(selector, connections, profile: false)
   with_server(selector) do |port, stats|
     wrk(port, connections, 2) # warm-up: connections, JIT-less VM caches, heap growth
     before = stats.call
-    r = wrk(port, connections, DURATION)
+    r = nil
+    parts = nil
+    if profile
+      parts = perf_profile(before[4].to_i) { r = wrk(port, connections, DURATION) }
+    else
+      r = wrk(port, connections, DURATION)
+    end
     after = stats.call
     cpu, gc_ms, majors = after.zip(before).map { |a, b| a - b }
     r.merge(cpu_us: cpu * 1e6 / r[:requests], gc_us: gc_ms * 1e3 / r[:requests],
-            majors_per_k: majors * 1000.0 / r[:requests])
+            majors_per_k: majors * 1000.0 / r[:requests], perf: parts)
   end
 end
 
@@ -154,7 +195,7 @@ ROUNDS.times do |round|
   order = round.even? ? SELECTORS : SELECTORS.reverse
   CONNECTIONS.each do |connections|
     order.each do |selector|
-      r = http_run(selector, connections)
+      r = http_run(selector, connections, profile: PERF && round.zero?)
       http[[selector, connections]] << r
       warn format("round %d %-5s c=%-5d %8.0f req/s  p50 %7.2f ms  p99 %8.2f ms  cpu %5.1f us/req  gc %5.1f us/req  " \
                   "major GCs %4.2f/1k req%s", round + 1, selector, connections, r[:rps], r[:p50], r[:p99],
@@ -191,6 +232,18 @@ CONNECTIONS.each do |connections|
   e = med["EPoll"]
   lines << format("%-6d Farce/EPoll: req/s %.2fx, p99 %.2fx, cpu per request %.2fx (lower is better for the last two)",
                   connections, f[:rps] / e[:rps], f[:p99] / e[:p99], f[:cpu_us] / e[:cpu_us])
+end
+profiles = http.select { |_, runs| runs.first[:perf] }
+unless profiles.empty?
+  parts = PERF_PARTS.keys + ["other"]
+  lines << ""
+  lines << "where the server's CPU goes (perf samples during round 1's wrk run, % of the server's samples)"
+  lines << format("%-6s %-6s %s", "conns", "sel", parts.map { |p| format("%9s", p) }.join)
+  profiles.sort_by { |(selector, connections), _| [connections, selector] }.each do |(selector, connections), runs|
+    shares = runs.first[:perf]
+    lines << format("%-6d %-6s %s", connections, selector, parts.map { |p| format("%8.1f%%", shares[p]) }.join)
+  end
+  lines << "A selector can win at most its own share: the rest is the same Ruby and kernel work under either."
 end
 unless work.empty?
   lines << ""
