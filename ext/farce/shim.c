@@ -605,35 +605,57 @@ static int64_t run_op(farce_sched *s, VALUE io, int fd, VALUE buffer, int kind, 
     return result;
 }
 
-/* Reads into buffer[offset...] at least `length` bytes (at least once when
- * length is 0); returns the count or -errno. The read is tried first unless
- * the last one drained the stream. With completion operations, a stream
- * whose last read had to wait is read with an operation at once (it
- * completes when data arrives: no separate wait, no EAGAIN read). */
-static VALUE io_read_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, size_t offset)
+/* The loop behind io_read and io_write: moves at least `length`
+ * bytes between buffer[offset...] and the IO (one successful call when
+ * length is 0) and returns the count, or -errno when nothing moved; a read
+ * stops early at end of file.
+ *
+ * A read is tried first unless the last one drained the stream; a blocking
+ * descriptor is waited on before every call, so it never blocks the loop.
+ * With completion operations (io_uring), an EAGAIN turns the next step into
+ * an operation that completes when the kernel can do it: for a read, every
+ * later read of that stream too, until one finds it empty (no separate
+ * wait, no EAGAIN read); for a write, just the rest of this one (sockets
+ * are mostly writable, so a plain write comes first). */
+enum xfer_dir { XFER_READ, XFER_WRITE };
+
+static VALUE xfer(VALUE self, VALUE io, VALUE buffer, VALUE length_v, size_t offset, enum xfer_dir dir)
 {
+    int reading = dir == XFER_READ;
     farce_sched *s = get_sched(self);
     io = rb_io_get_io(io);
     int fd = farce_io_descriptor(io);
     size_t length = NUM2SIZET(length_v);
+    int events = reading ? RUBY_IO_READABLE : RUBY_IO_WRITABLE;
     size_t total = 0;
-    int waited = 0; /* the last step was a wait: read now, whatever we knew before */
+    int waited = 0; /* the last step was a wait: try the call now, whatever we knew before */
+    int op_next = 0;
     for (;;) {
         void *base;
         size_t size;
-        rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
+        if (reading) {
+            rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
+        } else {
+            const void *readable;
+            rb_io_buffer_get_bytes_for_reading(buffer, &readable, &size);
+            base = (void *)(uintptr_t)readable; /* only ever written out */
+        }
         if (offset > size || length > size - offset) {
-            rb_raise(rb_eArgError, "io_read: length %zu at offset %zu exceeds the buffer (%zu bytes)", length, offset, size);
+            rb_raise(rb_eArgError, "%s: length %zu at offset %zu exceeds the buffer (%zu bytes)",
+                     reading ? "io_read" : "io_write", length, offset, size);
         }
         size_t room = size - offset - total;
         if (room == 0) return SIZET2NUM(total);
+        char *at = (char *)base + offset + total;
         farce_fd_ent *f = farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
-        if (use_ops(s, f) && (f->async || f->drained)) {
-            int64_t n = run_op(s, io, fd, buffer, FARCE_OP_READ, (char *)base + offset + total, room);
+        if (reading && use_ops(s, f) && (f->async || f->drained)) op_next = 1;
+        if (op_next) {
+            op_next = 0;
+            int64_t n = run_op(s, io, fd, buffer, reading ? FARCE_OP_READ : FARCE_OP_WRITE, at, room);
             f = farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
-            if (n > 0) {
+            if (n > 0 || (n == 0 && !reading)) {
                 total += (size_t)n;
-                f->drained = (size_t)n < room;
+                if (reading) f->drained = (size_t)n < room;
                 if (total >= length) return SIZET2NUM(total);
                 continue;
             }
@@ -643,26 +665,28 @@ static VALUE io_read_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, 
                 continue;
             }
             if (n == -EAGAIN || n == -EWOULDBLOCK) { /* no fast poll: wait for readiness */
-                f->async = f->drained = 0;
-                wait_fd(s, fd, RUBY_IO_READABLE, -1, FARCE_KNOWN_NOT_READY);
+                if (reading) f->async = f->drained = 0;
+                wait_fd(s, fd, events, -1, FARCE_KNOWN_NOT_READY);
                 waited = 1;
                 continue;
             }
             return total ? SIZET2NUM(total) : LL2NUM(n);
         }
-        if (!waited && f->pollable && (f->drained || f->blocking)) {
-            int known = f->drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN;
-            f->drained = 0;
-            wait_fd(s, fd, RUBY_IO_READABLE, -1, known);
+        int drained = reading && f->drained;
+        if (!waited && f->pollable && (drained || f->blocking)) {
+            if (drained) f->drained = 0;
+            wait_fd(s, fd, events, -1, drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN);
             waited = 1;
             continue;
         }
         waited = 0;
-        ssize_t n = read(fd, (char *)base + offset + total, room);
-        if (n > 0) {
+        ssize_t n = reading ? read(fd, at, room) : write(fd, at, room);
+        if (n > 0 || (n == 0 && !reading)) {
             total += (size_t)n;
-            f->drained = f->stream && (size_t)n < room;
-            f->async = 0;
+            if (reading) {
+                f->drained = f->stream && (size_t)n < room;
+                f->async = 0;
+            }
             if (total >= length) return SIZET2NUM(total);
             continue;
         }
@@ -672,76 +696,13 @@ static VALUE io_read_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, 
             rb_thread_check_ints();
             continue;
         }
-        if ((e == EAGAIN || e == EWOULDBLOCK) && use_ops(s, f)) {
-            f->async = 1;
-            continue;
-        }
         if (e == EAGAIN || e == EWOULDBLOCK) {
-            wait_fd(s, fd, RUBY_IO_READABLE, -1, FARCE_KNOWN_NOT_READY);
-            waited = 1;
-            continue;
-        }
-        return total ? SIZET2NUM(total) : LONG2NUM(-e);
-    }
-}
-
-/* Writes at least `length` bytes of buffer[offset...] (at least once when
- * length is 0); returns the count or -errno. */
-static VALUE io_write_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v, size_t offset)
-{
-    farce_sched *s = get_sched(self);
-    io = rb_io_get_io(io);
-    int fd = farce_io_descriptor(io);
-    size_t length = NUM2SIZET(length_v);
-    size_t total = 0;
-    int waited = 0;
-    for (;;) {
-        const void *base;
-        size_t size;
-        rb_io_buffer_get_bytes_for_reading(buffer, &base, &size);
-        if (offset > size || length > size - offset) {
-            rb_raise(rb_eArgError, "io_write: length %zu at offset %zu exceeds the buffer (%zu bytes)", length, offset, size);
-        }
-        size_t left = size - offset - total;
-        if (left == 0) return SIZET2NUM(total);
-        farce_fd_ent *f = farce_fd_table_entry(&s->fds, s->handle, s->backend, io, fd);
-        if (!waited && f->pollable && f->blocking) {
-            wait_fd(s, fd, RUBY_IO_WRITABLE, -1, FARCE_KNOWN_UNKNOWN);
-        }
-        waited = 0;
-        ssize_t n = write(fd, (const char *)base + offset + total, left);
-        if (n >= 0) {
-            total += (size_t)n;
-            if (total >= length) return SIZET2NUM(total);
-            continue;
-        }
-        int e = errno;
-        if (e == EINTR) {
-            rb_thread_check_ints();
-            continue;
-        }
-        if ((e == EAGAIN || e == EWOULDBLOCK) && use_ops(s, f)) {
-            /* the buffer is full: the operation completes when the peer
-             * made room (write first: sockets are mostly writable) */
-            int64_t r = run_op(s, io, fd, buffer, FARCE_OP_WRITE, (char *)(uintptr_t)base + offset + total, left);
-            if (r >= 0) {
-                total += (size_t)r;
-                if (total >= length) return SIZET2NUM(total);
+            if (use_ops(s, f)) {
+                if (reading) f->async = 1;
+                else op_next = 1;
                 continue;
             }
-            if (r == -EINTR) {
-                rb_thread_check_ints();
-                continue;
-            }
-            if (r == -EAGAIN || r == -EWOULDBLOCK) {
-                wait_fd(s, fd, RUBY_IO_WRITABLE, -1, FARCE_KNOWN_NOT_READY);
-                waited = 1;
-                continue;
-            }
-            return total ? SIZET2NUM(total) : LL2NUM(r);
-        }
-        if (e == EAGAIN || e == EWOULDBLOCK) {
-            wait_fd(s, fd, RUBY_IO_WRITABLE, -1, FARCE_KNOWN_NOT_READY);
+            wait_fd(s, fd, events, -1, FARCE_KNOWN_NOT_READY);
             waited = 1;
             continue;
         }
@@ -753,22 +714,22 @@ static VALUE io_write_common(VALUE self, VALUE io, VALUE buffer, VALUE length_v,
 /* Ruby 3.2+: io_read(io, buffer, length, offset) */
 static VALUE sched_io_read(VALUE self, VALUE io, VALUE buffer, VALUE length, VALUE offset)
 {
-    return io_read_common(self, io, buffer, length, NUM2SIZET(offset));
+    return xfer(self, io, buffer, length, NUM2SIZET(offset), XFER_READ);
 }
 static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length, VALUE offset)
 {
-    return io_write_common(self, io, buffer, length, NUM2SIZET(offset));
+    return xfer(self, io, buffer, length, NUM2SIZET(offset), XFER_WRITE);
 }
 #define IO_RW_ARITY 4
 #else
 /* Ruby 3.1: io_read(io, buffer, length) */
 static VALUE sched_io_read(VALUE self, VALUE io, VALUE buffer, VALUE length)
 {
-    return io_read_common(self, io, buffer, length, 0);
+    return xfer(self, io, buffer, length, 0, XFER_READ);
 }
 static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length)
 {
-    return io_write_common(self, io, buffer, length, 0);
+    return xfer(self, io, buffer, length, 0, XFER_WRITE);
 }
 #define IO_RW_ARITY 3
 #endif
