@@ -173,10 +173,17 @@ class TestReliability < Minitest::Test
     File.read("/proc/self/status")[/VmRSS:\s+(\d+)/, 1].to_i
   end
 
+  # What each open descriptor is (path, pipe:[inode], anon_inode:[eventfd], ...),
+  # so that a changed count can say what changed.
+  def fd_targets
+    Dir.children("/proc/self/fd").filter_map { |fd| File.readlink("/proc/self/fd/#{fd}") rescue nil }.sort
+  end
+
   def test_soak_ten_thousand_fibers_a_million_operations
     fibers = 10_000
     rounds = Integer(ENV.fetch("FARCE_SOAK_ROUNDS", 300)) # 10,000 x 300 = 3,000,000 operations
     samples = []
+    targets_first = targets_last = nil
     ops = 0
     farce do
       q = Queue.new
@@ -197,6 +204,7 @@ class TestReliability < Minitest::Test
       # read to blocking_operation_wait and the samples would bunch up. The
       # first sample is taken once every fiber exists, the last after the end.
       scheduler = Fiber.scheduler
+      targets_first = fd_targets
       samples << [ops, rss_kb, Dir.children("/proc/self/fd").size, scheduler.stats[:goroutines]]
       sampler = Thread.new do
         until ops >= fibers * rounds
@@ -207,6 +215,7 @@ class TestReliability < Minitest::Test
       Fiber.schedule do
         sleep 0.001 while sampler.alive?
         samples << [ops, rss_kb, Dir.children("/proc/self/fd").size, scheduler.stats[:goroutines]]
+        targets_last = fd_targets
       end
     end
     assert_equal fibers * rounds, ops
@@ -220,7 +229,17 @@ class TestReliability < Minitest::Test
     goroutines = samples.map { |s| s[3] }.max
     report("soak: #{fibers} fibers, #{ops} operations; RSS #{rss_first} -> #{rss_last} kB; " \
            "fds #{fd_first} -> #{fd_last}; max goroutines #{goroutines}")
-    assert_equal fd_first, fd_last, "descriptors must not leak"
+    changed = (targets_first | targets_last).filter_map do |target|
+      delta = targets_last.count(target) - targets_first.count(target)
+      format("%s %+d", target, delta) unless delta.zero?
+    end
+    warn "[reliability] soak: descriptors that changed: #{changed.join(', ')}" unless changed.empty?
+    # A leak here grows with the work: one descriptor per fiber, wait or
+    # round would be thousands. Something else in the process may open a
+    # couple of descriptors once, at any moment (a CI run of the whole suite
+    # on Ruby 3.3 once ended this test with 2 more); that must not fail it.
+    # Per-scheduler leaks are test_io.rb's test_no_descriptor_leak, exactly.
+    assert_operator fd_last - fd_first, :<=, 4, "descriptors must not leak (changed: #{changed.join(', ')})"
     assert_operator rss_last, :<=, rss_first * 1.2 + 8_192, "RSS must stay flat"
     assert_operator goroutines, :<, 10
   end
