@@ -5,6 +5,7 @@
  * handles of front ends collected without close.
  */
 #include <stdlib.h>
+#include <string.h>
 #include "glue.h"
 #include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
 
@@ -63,4 +64,14 @@ int64_t farce_poll_without_gvl(int64_t handle, int *wake_fd, int64_t block_ns, f
     struct blocking_poll a = {handle, block_ns, out, capacity, 0};
     rb_nogvl(poll_body, &a, farce_write_wake, wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
     return a.result;
+}
+
+void *farce_slot_table_grow(void *items, uint32_t *count, uint32_t index, size_t size)
+{
+    uint32_t n = *count ? *count : 256;
+    while (n <= index) n *= 2;
+    items = ruby_xrealloc2(items, n, size);
+    memset((char *)items + (size_t)*count * size, 0, (size_t)(n - *count) * size);
+    *count = n;
+    return items;
 }

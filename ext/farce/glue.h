@@ -71,6 +71,11 @@ NORETURN(void farce_raise_core_error(int64_t handle, int64_t code, const char *w
  * or a negative code (-EINTR included). Ruby's interrupts are not run here. */
 int64_t farce_poll_without_gvl(int64_t handle, int *wake_fd, int64_t block_ns, farce_completion *out, int capacity);
 
+/* Grows a table indexed by wait slot (items of `size` bytes, *count of
+ * them) so that `index` fits, doubling from 256; new entries are zeroed.
+ * Returns the table, which may have moved. */
+void *farce_slot_table_grow(void *items, uint32_t *count, uint32_t index, size_t size);
+
 /* Handles of front ends collected without close, released at the next
  * creation (see glue.c). */
 void farce_core_release_later(int64_t handle);

@@ -143,26 +143,11 @@ static farce_selector *get_sel(VALUE self)
     return s;
 }
 
-
-
-
-
 static sel_wait *wait_at(farce_selector *s, uint32_t slot)
 {
-    if (slot >= s->nwaits) {
-        uint32_t n = s->nwaits ? s->nwaits : 256;
-        while (n <= slot) n *= 2;
-        REALLOC_N(s->waits, sel_wait, n);
-        memset(s->waits + s->nwaits, 0, (n - s->nwaits) * sizeof(sel_wait));
-        s->nwaits = n;
-    }
+    if (slot >= s->nwaits) s->waits = farce_slot_table_grow(s->waits, &s->nwaits, slot, sizeof(sel_wait));
     return &s->waits[slot];
 }
-
-#pragma GCC diagnostic pop
-
-
-
 
 /* ---- the ready list ------------------------------------------------------- */
 
@@ -367,7 +352,6 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
 }
 
 /* ---- the io-event interface ----------------------------------------------- */
-
 
 /* call-seq: new(loop_fiber) */
 static VALUE sel_initialize(VALUE self, VALUE loop)

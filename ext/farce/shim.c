@@ -157,9 +157,6 @@ static farce_sched *get_sched(VALUE self)
     return s;
 }
 
-
-
-
 /* Ruby timeout (nil or seconds) to nanoseconds; -1 means none. */
 static int64_t timeout_ns(VALUE timeout)
 {
@@ -173,20 +170,9 @@ static int64_t timeout_ns(VALUE timeout)
 
 static slot_ent *slot_at(farce_sched *s, uint32_t slot)
 {
-    if (slot >= s->nslots) {
-        uint32_t n = s->nslots ? s->nslots : 256;
-        while (n <= slot) n *= 2;
-        REALLOC_N(s->slots, slot_ent, n);
-        memset(s->slots + s->nslots, 0, (n - s->nslots) * sizeof(slot_ent));
-        s->nslots = n;
-    }
+    if (slot >= s->nslots) s->slots = farce_slot_table_grow(s->slots, &s->nslots, slot, sizeof(slot_ent));
     return &s->slots[slot];
 }
-
-
-#pragma GCC diagnostic pop
-
-
 
 /* ---- parking -------------------------------------------------------------- */
 
@@ -429,7 +415,6 @@ static VALUE sched_run(VALUE self)
 }
 
 /* ---- construction and release --------------------------------------------- */
-
 
 /* call-seq: __open(backend_name) -> [backend, fallback_reason] */
 static VALUE sched_open(VALUE self, VALUE backend)
