@@ -76,7 +76,7 @@ static void clear_handler_mask(int sig)
         if (!farce_core.field) missing = symbol;                             \
     } while (0)
 
-void farce_core_load(void)
+void farce_core_check_usable(void)
 {
     if (core_inherited) {
         rb_raise(farce_eError,
@@ -84,6 +84,11 @@ void farce_core_load(void)
                  "a forked child cannot use it. Create Farce::Scheduler objects after fork "
                  "(require farce in the master, create schedulers in each worker)");
     }
+}
+
+void farce_core_load(void)
+{
+    farce_core_check_usable();
     if (core_handle && core_abi == 1) return;
 
     char path[PATH_MAX];

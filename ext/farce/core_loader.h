@@ -39,6 +39,10 @@ extern volatile uint64_t farce_fork_generation;
 /* Loads the Go core if needed; raises Farce::Error when it cannot (missing
  * library, or a child of a process whose Go runtime had started). */
 void farce_core_load(void);
+/* Raises that Farce::Error without loading anything when this process is a
+ * child of one whose Go runtime had started (the core can never load here). */
+void farce_core_check_usable(void);
+
 /* Whether this process has the Go runtime running. */
 int farce_core_loaded(void);
 /* Installs the fork handler; called once from Init. */

@@ -28,7 +28,7 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
     farce_fd_ent *f = &t->fds[fd];
     if (f->io == io) return f;
     int shared = f->io && farce_io_fd_or_closed(f->io) == fd; /* two IOs, one open descriptor */
-    if (f->io && !shared) {
+    if (f->io && !shared && handle) { /* no handle: no core yet, nothing registered there */
         farce_stack_guard();
         int64_t r = farce_core.forget_fd(handle, fd);
         if (r < 0) farce_raise_core_error(handle, r, "forget descriptor", backend);
@@ -59,7 +59,7 @@ void farce_fd_table_forget_closed(farce_fd_table *t, int64_t handle)
 
 void farce_fd_table_forget(farce_fd_table *t, int64_t handle, int fd)
 {
-    farce_core.forget_fd(handle, fd);
+    if (handle) farce_core.forget_fd(handle, fd);
     if (fd >= 0 && fd < t->nfds) memset(&t->fds[fd], 0, sizeof(farce_fd_ent));
 }
 

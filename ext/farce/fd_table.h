@@ -27,7 +27,9 @@ typedef struct {
 
 /* The entry for fd as used by io. When the number changed hands (the old IO
  * was closed), the core forgets it: the old owner's waiters wake with
- * IOError and stale events are dropped. Raises on core errors. */
+ * IOError and stale events are dropped. Raises on core errors. A handle of
+ * 0 means the front end has not started its core yet (the selector starts
+ * it on first need): the core is then left alone, here and below. */
 farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE backend, VALUE io, int fd);
 
 /* Drops every descriptor whose IO was closed, waking its waiters. Ruby

@@ -18,9 +18,16 @@
  * the GVL and its unblock function only writes the wake descriptor, and a
  * selector inherited through fork is inert (closed? is true, no Go call).
  *
- * Small helpers below (descriptor identity, IO descriptor lookup, monotonic
- * clock, wake write, orphan handles) mirror statics of shim.c; they are kept
- * separate on purpose until both files can share a header.
+ * The Go core starts at the first operation that needs it (a descriptor or
+ * process wait, or a select that has to wait), not in `new`. Falcon's master
+ * runs a short reactor (`Sync { endpoint.bound }`) before it forks its
+ * workers; a child of a process whose Go runtime started can never use Go,
+ * so starting it there would leave every worker without farce. A reactor
+ * that only binds, runs tasks that finish, or pushes and transfers fibers
+ * never starts it.
+ *
+ * Descriptor identity (fd_table.c) and the small helpers in glue.h are
+ * shared with shim.c.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -57,7 +64,8 @@ typedef struct {
 } sel_wait;
 
 typedef struct {
-    int64_t handle;
+    int64_t handle; /* 0 until the core is needed (start_core), and again once closed */
+    int closed;
     int wake_fd;
     uint64_t fork_generation;
     VALUE loop;
@@ -135,12 +143,28 @@ static int sel_inert(const farce_selector *s) { return s->fork_generation != far
 static farce_selector *get_sel(VALUE self)
 {
     farce_selector *s = rb_check_typeddata(self, &sel_type);
-    if (s->handle && sel_inert(s)) {
+    if (sel_inert(s)) {
         rb_raise(farce_eError, "this IO::Event::Selector::Farce was created before fork and is inert in the child; "
                  "create a new one (a new Async reactor) after fork");
     }
-    if (!s->handle) rb_raise(farce_eError, "selector is closed");
+    if (s->closed) rb_raise(farce_eError, "selector is closed");
     return s;
+}
+
+/* Starts the Go core (and the Go runtime, the first time) on first need. */
+static void start_core(farce_selector *s)
+{
+    if (s->handle) return;
+    farce_core_load();
+    farce_core_release_orphans();
+    const char *env = getenv("FARCE_BACKEND");
+    char name[64] = "", reason[512] = "";
+    int wake_fd = -1;
+    int64_t h = farce_core.new_(env && *env ? env : "auto", name, sizeof(name), reason, sizeof(reason), &wake_fd);
+    if (h <= 0) rb_raise(farce_eError, "cannot start farce's core: %s", reason);
+    s->handle = h;
+    s->wake_fd = wake_fd;
+    s->backend = ID2SYM(rb_intern(name));
 }
 
 static sel_wait *wait_at(farce_selector *s, uint32_t slot)
@@ -193,7 +217,7 @@ static int run_ready(farce_selector *s)
         } else if (RTEST(rb_funcall(obj, id_alive_p, 0))) {
             rb_funcall(obj, id_transfer, 0);
         }
-        if (!s->handle) break;
+        if (s->closed) break;
     }
     return 1;
 }
@@ -242,6 +266,7 @@ static VALUE park(VALUE self, farce_selector *s, uint64_t token, int *by_loop)
 static int64_t wait_fd(VALUE self, farce_selector *s, int fd, uint32_t events, int known, VALUE *other)
 {
     uint64_t token = 0;
+    start_core(s);
     farce_stack_guard();
     int64_t r = farce_core.wait_fd(s->handle, fd, events, -1, known, &token);
     if (r > 0) return r;
@@ -276,7 +301,7 @@ static void dispatch_batch(farce_selector *s)
         s->fd_waiting--;
         VALUE arg = LONG2FIX((long)c.result);
         rb_fiber_transfer(fiber, 1, &arg); /* may raise: the cursor is already past c */
-        if (!s->handle) return;
+        if (s->closed) return;
     }
 }
 
@@ -315,9 +340,15 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
     /* completions taken by a select that an exception cut short */
     int left = s->batch_len - s->batch_pos;
     dispatch_batch(s);
-    if (!s->handle) return INT2FIX(0);
+    if (s->closed) return INT2FIX(0);
     if (run_ready(s) || left > 0) block_ns = 0;
-    if (!s->handle) return INT2FIX(0);
+    if (s->closed) return INT2FIX(0);
+    if (!s->handle) {
+        /* no core yet, so nothing waits on it: there is only something to
+         * do when this select has to wait (for a wakeup or the duration) */
+        if (block_ns == 0 || ready_any(s)) return INT2FIX(0);
+        start_core(s);
+    }
 
     farce_stack_guard();
     scan_closed(s);
@@ -346,7 +377,7 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         s->batch_len = (int)n;
         resumed += n;
         dispatch_batch(s);
-        if (!s->handle || n < SEL_BATCH) break;
+        if (s->closed || n < SEL_BATCH) break;
     }
     return LONG2NUM(resumed);
 }
@@ -357,25 +388,23 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
 static VALUE sel_initialize(VALUE self, VALUE loop)
 {
     farce_selector *s = rb_check_typeddata(self, &sel_type);
-    if (s->handle) rb_raise(farce_eError, "selector already initialized");
-    farce_core_load(); /* the Go runtime starts here, never at require */
-    farce_core_release_orphans();
-    const char *env = getenv("FARCE_BACKEND");
-    char name[64] = "", reason[512] = "";
-    int wake_fd = -1;
-    int64_t h = farce_core.new_(env && *env ? env : "auto", name, sizeof(name), reason, sizeof(reason), &wake_fd);
-    if (h <= 0) rb_raise(farce_eError, "cannot start farce's core: %s", reason);
-    s->handle = h;
-    s->wake_fd = wake_fd;
+    if (!NIL_P(s->loop) || s->closed) rb_raise(farce_eError, "selector already initialized");
+    farce_core_check_usable(); /* fail here, not at the first wait, in a child that can never use Go */
     s->fork_generation = farce_fork_generation;
     s->loop = loop;
-    s->backend = ID2SYM(rb_intern(name));
     return self;
 }
 
 static VALUE sel_loop(VALUE self) { return ((farce_selector *)rb_check_typeddata(self, &sel_type))->loop; }
 
-static VALUE sel_backend(VALUE self) { return ((farce_selector *)rb_check_typeddata(self, &sel_type))->backend; }
+/* call-seq: backend -> :io_uring, :epoll or :poll
+ * Asking starts the core, which is what picks the backend. */
+static VALUE sel_backend(VALUE self)
+{
+    farce_selector *s = get_sel(self);
+    start_core(s);
+    return s->backend;
+}
 
 static VALUE sel_idle_duration(VALUE self)
 {
@@ -393,6 +422,7 @@ static VALUE sel_close(VALUE self)
         farce_core.close(s->handle);
     }
     s->handle = 0;
+    s->closed = 1;
     s->loop = Qnil;
     if (s->waits) memset(s->waits, 0, s->nwaits * sizeof(sel_wait));
     farce_fd_table_clear(&s->fds);
@@ -405,7 +435,7 @@ static VALUE sel_close(VALUE self)
 static VALUE sel_closed_p(VALUE self)
 {
     farce_selector *s = rb_check_typeddata(self, &sel_type);
-    return (!s->handle || sel_inert(s)) ? Qtrue : Qfalse;
+    return (s->closed || sel_inert(s)) ? Qtrue : Qfalse;
 }
 
 /* call-seq: wakeup -> true if the loop was in its kernel wait

@@ -6,8 +6,10 @@
 #
 # io-event resolves IO_EVENT_SELECTOR with IO::Event::Selector.const_get each
 # time a selector is created, so defining the constant here is enough. The Go
-# core is not started by this file: it loads when the first selector is
-# created (an Async reactor starts).
+# core is not started by this file, nor by creating a selector: it starts at
+# the first wait a selector has to make. So a Falcon-style master that runs a
+# short reactor to bind its port (`Sync { endpoint.bound }`) and then forks
+# leaves the Go runtime to the workers, where it must start.
 require "io/event"
 require_relative "../farce"
 

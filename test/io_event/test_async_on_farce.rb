@@ -12,6 +12,7 @@
 $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
 require "minitest/autorun"
 require "tempfile"
+require "net/http"
 
 ASYNC_MISSING =
   begin
@@ -181,6 +182,68 @@ module AsyncSelectorTests
     server.addr[1]
   ensure
     server&.close
+  end
+
+  # Falcon's process model (Falcon::Service::Server): the master binds the
+  # port inside a short reactor (`Sync { endpoint.bound }`) and then forks
+  # workers, each running its own reactor on the shared listening socket. The
+  # master's reactor must not start farce's Go runtime (a forked child of a
+  # process whose runtime started can never use it); the workers' must.
+  def test_falcon_style_prefork_master_binds_in_a_reactor_then_workers_serve
+    script = <<~'RUBY'
+      require ARGV[0] # examples/async_http_app.rb
+      endpoint = Async::HTTP::Endpoint.parse("http://127.0.0.1:0")
+      bound = Sync { endpoint.bound }
+      port = bound.sockets.first.local_address.ip_port
+      master_loaded = Farce.core_loaded?
+      app = ->(_env) { [200, {}, ["#{Process.pid} #{AsyncHttpApp.selector_name} #{Farce.core_loaded?}"]] }
+      workers = 2.times.map do
+        fork do
+          Async do
+            Async::HTTP::Server.new(AsyncHttpApp.adapter(app), bound, protocol: endpoint.protocol,
+                                    scheme: endpoint.scheme).run
+          end
+        end
+      end
+      puts "READY #{port} #{workers.join(",")} #{master_loaded}"
+      $stdout.flush
+      $stdin.read # until the test is done
+      workers.each { |pid| Process.kill(:TERM, pid) }
+      workers.each { |pid| Process.wait(pid) }
+    RUBY
+    env = self.class::SELECTOR ? { "IO_EVENT_SELECTOR" => self.class::SELECTOR } : {}
+    IO.popen(env, [RbConfig.ruby, "-I#{File.expand_path('../../lib', __dir__)}", "-e", script,
+                   File.expand_path("../../examples/async_http_app.rb", __dir__)], "r+") do |master|
+      ready = master.gets.to_s.split
+      assert_equal "READY", ready[0], "the master did not start"
+      port = Integer(ready[1])
+      workers = ready[2].split(",").map { |pid| Integer(pid) }
+      assert_equal "false", ready[3], "the master's reactor must not start the Go runtime"
+
+      served = Hash.new(0)
+      bodies = Queue.new
+      deadline = monotonic + 20
+      4.times.map do
+        Thread.new do
+          until (served.size == 2 && served.values.sum >= 40) || monotonic > deadline
+            response = Net::HTTP.get_response("127.0.0.1", "/", port)
+            bodies << [response.code, response.body]
+            served[response.body.split.first.to_i] += 1
+          end
+        end
+      end.each(&:join)
+      bodies.close
+      expected = [expected_selector.name, (self.class::SELECTOR == "Farce").to_s]
+      until (code, body = bodies.pop).nil?
+        assert_equal "200", code
+        pid, *rest = body.split
+        assert_includes workers, pid.to_i
+        assert_equal expected, rest, "each worker's reactor runs on #{expected[0]}"
+      end
+      assert_equal workers.sort, served.keys.sort, "both workers accepted connections (#{served})"
+      master.close_write
+    end
+    assert $?.success?, "the master exits once its workers are stopped"
   end
 
   def test_async_http_client_and_server_exchange_1000_concurrent_requests
