@@ -184,6 +184,30 @@ module AsyncSelectorTests
     server&.close
   end
 
+  # Falcon's threaded container runs one reactor per thread: each gets its
+  # own selector (and, on farce, its own core), all at the same time.
+  def test_a_reactor_in_each_of_several_threads
+    results = 4.times.map do |t|
+      Thread.new do
+        Sync do |task|
+          assert_equal expected_selector, Fiber.scheduler.instance_variable_get(:@selector).class
+          r, w = IO.pipe
+          reader = task.async { r.read }
+          ticks = task.async { 20.times.sum { sleep 0.001; 1 } }
+          20.times { |i| w.write("#{t}:#{i},"); sleep 0.001 }
+          w.close
+          [reader.wait, ticks.wait]
+        ensure
+          r&.close
+        end
+      end
+    end.map(&:value)
+    results.each_with_index do |(text, ticks), t|
+      assert_equal 20.times.map { |i| "#{t}:#{i}," }.join, text
+      assert_equal 20, ticks
+    end
+  end
+
   # Falcon's process model (Falcon::Service::Server): the master binds the
   # port inside a short reactor (`Sync { endpoint.bound }`) and then forks
   # workers, each running its own reactor on the shared listening socket. The
