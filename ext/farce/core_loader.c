@@ -81,8 +81,9 @@ void farce_core_check_usable(void)
     if (core_inherited) {
         rb_raise(farce_eError,
                  "farce's Go runtime was started in the parent process before fork; "
-                 "a forked child cannot use it. Create Farce::Scheduler objects after fork "
-                 "(require farce in the master, create schedulers in each worker)");
+                 "a forked child cannot use it. Create Farce::Scheduler objects (and run "
+                 "IO_EVENT_SELECTOR=Farce reactors that wait on anything) only after fork: "
+                 "require farce in the master, create schedulers in each worker");
     }
 }
 
