@@ -151,10 +151,12 @@ static farce_selector *get_sel(VALUE self)
     return s;
 }
 
-/* Starts the Go core (and the Go runtime, the first time) on first need. */
+/* Starts the Go core (and the Go runtime, the first time) on first need,
+ * which is often inside a task's fiber: the stack check comes first. */
 static void start_core(farce_selector *s)
 {
     if (s->handle) return;
+    farce_stack_guard();
     farce_core_load();
     farce_core_release_orphans();
     const char *env = getenv("FARCE_BACKEND");

@@ -590,10 +590,12 @@ static int64_t run_op(farce_sched *s, VALUE io, int fd, VALUE buffer, int kind, 
     return result;
 }
 
-/* The loop behind io_read and io_write: moves at least `length`
- * bytes between buffer[offset...] and the IO (one successful call when
- * length is 0) and returns the count, or -errno when nothing moved; a read
- * stops early at end of file.
+enum xfer_dir { XFER_READ, XFER_WRITE };
+
+/* The loop behind io_read and io_write: moves at least `length` bytes
+ * between buffer[offset...] and the IO (one successful call when length is
+ * 0) and returns the count, or -errno when nothing moved; a read stops early
+ * at end of file.
  *
  * A read is tried first unless the last one drained the stream; a blocking
  * descriptor is waited on before every call, so it never blocks the loop.
@@ -602,8 +604,6 @@ static int64_t run_op(farce_sched *s, VALUE io, int fd, VALUE buffer, int kind, 
  * later read of that stream too, until one finds it empty (no separate
  * wait, no EAGAIN read); for a write, just the rest of this one (sockets
  * are mostly writable, so a plain write comes first). */
-enum xfer_dir { XFER_READ, XFER_WRITE };
-
 static VALUE xfer(VALUE self, VALUE io, VALUE buffer, VALUE length_v, size_t offset, enum xfer_dir dir)
 {
     int reading = dir == XFER_READ;
