@@ -31,6 +31,7 @@ require "socket"
 require "timeout"
 require "json"
 require "fileutils"
+require_relative "lib/wrk_time"
 
 ROOT = File.expand_path("..", __dir__)
 SID_RUN = ENV["BENCH_SID_RUN"] || File.expand_path("../shared/tools/sid-run", ROOT)
@@ -111,16 +112,6 @@ ensure
   end
 end
 
-def to_ms(text)
-  value = text.to_f
-  case text
-  when /us\z/ then value / 1000
-  when /ms\z/ then value
-  when /s\z/ then value * 1000
-  else value
-  end
-end
-
 def wrk(port, connections, duration)
   threads = [connections, 2].min
   out = `wrk -t#{threads} -c#{connections} -d#{duration}s --latency http://127.0.0.1:#{port}/ 2>&1`
@@ -131,7 +122,7 @@ def wrk(port, connections, duration)
   errors = out[/Socket errors:.*$/] || out[/Non-2xx.*$/]
   raise "wrk failed:\n#{out}" unless rps && p99 && requests&.positive?
 
-  { rps: rps, requests: requests, p50: to_ms(p50), p99: to_ms(p99), errors: errors }
+  { rps: rps, requests: requests, p50: Bench::WrkTime.to_ms(p50), p99: Bench::WrkTime.to_ms(p99), errors: errors }
 end
 
 # Samples pid with perf while the block runs; returns { part => percent }.

@@ -16,6 +16,7 @@ require "json"
 require "rbconfig"
 require "fileutils"
 require "time"
+require_relative "lib/wrk_time"
 
 module Bench
   class Runner
@@ -277,27 +278,16 @@ module Bench
       end
     end
 
-    def to_ms(text)
-      num = text.to_f
-      case text
-      when /us\z/ then num / 1000.0
-      when /ms\z/ then num
-      when /m\z/ then num * 60_000.0
-      when /s\z/ then num * 1000.0
-      else num
-      end
-    end
-
     def parse_wrk(out)
       res = {}
       res["requests_per_second"] = out[/^Requests\/sec:\s+([\d.]+)/, 1].to_f.round
       if (m = out.match(/^\s+Latency\s+(\S+)\s+(\S+)\s+(\S+)/))
-        res["latency_avg_ms"] = to_ms(m[1]).round(3)
-        res["latency_max_ms"] = to_ms(m[3]).round(3)
+        res["latency_avg_ms"] = WrkTime.to_ms(m[1]).round(3)
+        res["latency_max_ms"] = WrkTime.to_ms(m[3]).round(3)
       end
       { "50" => "latency_p50_ms", "99" => "latency_p99_ms" }.each do |pct, key|
         v = out[/^\s+#{pct}%\s+(\S+)/, 1]
-        res[key] = to_ms(v).round(3) if v
+        res[key] = WrkTime.to_ms(v).round(3) if v
       end
       if (m = out.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/))
         res["socket_errors"] = m.captures.map(&:to_i).sum
