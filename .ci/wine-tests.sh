@@ -1,19 +1,19 @@
 #!/bin/bash
 # wine-tests.sh - run the internal/driver tests for windows (the IOCP driver)
 # under wine from Debian sid (Debian 12's wine 8 cannot start Go 1.26
-# binaries). Tests that wine cannot support skip themselves with a reason
-# found at run time; any failure fails this script.
+# binaries), in the chroot of .ci/sid-setup. Tests that wine cannot support
+# skip themselves with a reason found at run time; any failure fails this
+# script. `rake test:wine` runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-TOOLS=${FARCE_SHARED_TOOLS:-$ROOT/../shared/tools}
+CI=$(pwd -P)/.ci
 
-# Idempotent: only installs what is missing. Another process may be setting
-# the chroot up at the same moment; retry a few times before giving up.
+# Idempotent: only installs what is missing. Another process may be using apt
+# in the chroot at the same moment (its lock); retry a few times.
 for try in 1 2 3 4 5; do
-  if SID_WITH_WINE=1 "$TOOLS/sid-ruby-setup"; then break; fi
-  [ "$try" = 5 ] && { echo "wine-tests: sid-ruby-setup failed" >&2; exit 1; }
-  echo "wine-tests: sid-ruby-setup failed (try $try), retrying in 60s" >&2
+  if "$CI/sid-setup" --wine; then break; fi
+  [ "$try" = 5 ] && { echo "wine-tests: sid-setup --wine failed" >&2; exit 1; }
+  echo "wine-tests: sid-setup --wine failed (try $try), retrying in 60s" >&2
   sleep 60
 done
 
@@ -24,7 +24,7 @@ cd "$work"
 # wine prints fixme/err lines from its own components on stderr; keep them
 # out of the test log but on disk for inspection.
 set +e
-timeout 600 "$TOOLS/sid-run" wine64 ./driver_test.exe -test.v -test.timeout 300s 2>"$work/wine-stderr.log" | tee "$work/test.log"
+timeout 600 "$CI/sid-run" wine64 ./driver_test.exe -test.v -test.timeout 300s 2>"$work/wine-stderr.log" | tee "$work/test.log"
 rc=${PIPESTATUS[0]}
 set -e
 if [ "$rc" != 0 ]; then

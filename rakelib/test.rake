@@ -1,0 +1,140 @@
+# frozen_string_literal: true
+
+# The tests. `rake test` is what a contributor runs; bin/test and .ci/run add
+# the Go, cross-compilation, other-Ruby and wine suites by name.
+require "rake/testtask"
+require "shellwords"
+
+SID_RUN = File.join(ROOT, ".ci", "sid-run")
+SID_SETUP = File.join(ROOT, ".ci", "sid-setup")
+# A run that hangs is killed after this many seconds (per suite, per Ruby).
+SUITE_TIMEOUT = Integer(ENV.fetch("TEST_TIMEOUT", "900"))
+
+# The backends this kernel offers, as the built core reports them: each
+# named backend is tried in a child process (starting Go there, not here).
+def offered_backends
+  probe = <<~RUBY
+    names = Farce::Scheduler::BACKENDS - [:auto]
+    puts names.select { |name|
+      begin
+        Farce::Scheduler.new(backend: name).close
+        true
+      rescue Farce::Error
+        false
+      end
+    }
+  RUBY
+  out = IO.popen([RbConfig.ruby, "-Ilib", "-rfarce", "-e", probe], chdir: ROOT, &:read)
+  raise "could not ask the built core for its backends" unless $?.success?
+
+  out.split
+end
+
+# Runs a minitest command, echoing its output; with require_no_skips, fails
+# when any test skipped (a suite whose gems are missing skips every test).
+def run_minitest(cmd, label, require_no_skips: false)
+  out = +""
+  IO.popen(["timeout", "-s", "KILL", SUITE_TIMEOUT.to_s, *cmd], err: %i[child out]) do |io|
+    io.each_line { |line| $stdout.print(line); out << line }
+  end
+  totals = out.lines.grep(/\A\d+ runs, /).last
+  raise "#{label}: failed (exit #{$?.exitstatus}, #{totals&.strip || 'no totals'})" unless $?.success? && totals
+  raise "#{label}: tests skipped, expected none: #{totals.strip}" if require_no_skips && !totals.include?(" 0 skips")
+
+  puts "#{label}: #{totals.strip}"
+end
+
+MINITEST_FILES = "Dir['test/**/test_*.rb'].sort.each { |f| require File.expand_path(f) }"
+
+Rake::TestTask.new(:minitest) do |t|
+  t.description = "minitest suite (test/) on the current Ruby and backend (FARCE_BACKEND)"
+  t.libs << "lib" << "test"
+  t.test_files = FileList["test/**/test_*.rb"]
+  t.warning = false
+end
+
+desc "RSpec contract specs (spec/) on the current Ruby"
+task :spec do
+  sh RbConfig.ruby, "-Ilib", "-S", "rspec", "--format", "progress", *Dir["spec/**/*_spec.rb"]
+end
+
+desc "Build, then minitest once per backend this kernel offers, then RSpec (current Ruby)"
+task test: :compile do
+  backends = offered_backends
+  puts "rake test: Ruby #{RUBY_VERSION}, backends #{backends.join(', ')}"
+  backends.each do |backend|
+    puts "\n-- minitest, FARCE_BACKEND=#{backend}"
+    run_minitest(["env", "FARCE_BACKEND=#{backend}", RbConfig.ruby, "-Ilib", "-Itest", "-e", MINITEST_FILES],
+                 "Ruby #{RUBY_VERSION} #{backend}")
+  end
+  puts "\n-- rspec"
+  Rake::Task[:spec].invoke
+end
+
+namespace :test do
+  desc "Go: vet, the race detector, bounded fuzzing (FARCE_FUZZTIME, default 15s)"
+  task :go do
+    sh "go", "vet", "./..."
+    sh "go", "test", "-race", "-count=1", "./..."
+    fuzztime = ENV.fetch("FARCE_FUZZTIME", "15s")
+    { "FuzzStateMachine" => "./internal/sched/", "FuzzTimerHeap" => "./internal/sched/",
+      "FuzzOpTable" => "./internal/driver/" }.each do |target, pkg|
+      sh "go", "test", "-run", "^$", "-fuzz", "^#{target}$", "-fuzztime", fuzztime, pkg
+    end
+  end
+
+  desc "Vet and test-compile the Go packages for every GOOS a driver claims"
+  task :cross do
+    sh "bash", File.join(ROOT, ".ci", "cross-compile.sh")
+  end
+
+  desc "Make sure the Debian sid chroot with Ruby 3.3/3.4 exists (SID_ROOT, default /opt/rubies/sid)"
+  task :chroot do
+    sh SID_SETUP
+  end
+
+  # On one Ruby (the host's 3.1, or 3.3/3.4 in the chroot): build, the whole
+  # minitest suite on the default backend, RSpec; on 3.3 also Async on
+  # farce's io-event selector, which must run without a skip there.
+  def test_one_ruby(version)
+    runner = version == RUBY_ABI ? [] : ["env", "SID_RUBY=#{version}", SID_RUN]
+    sh(*runner, "rake", "compile")
+    main = Dir["test/test_*.rb"].sort.map { |f| "require File.expand_path(#{f.dump})" }.join(";")
+    run_minitest([*runner, "ruby", "-Ilib", "-Itest", "-e", main], "Ruby #{version} test/")
+    if version == "3.3"
+      run_minitest([*runner, "ruby", "-Ilib", "-Itest", "test/io_event/test_async_on_farce.rb"],
+                   "Ruby 3.3 test/io_event", require_no_skips: true)
+    end
+    sh(*runner, "ruby", "-Ilib", "-S", "rspec", "--format", "progress", *Dir["spec/**/*_spec.rb"])
+  end
+
+  desc "Build and test on Ruby 3.1 (host), 3.3 and 3.4 (sid chroot); RUBIES='3.3 3.4' picks"
+  task :rubies do
+    rubies = ENV.fetch("RUBIES", "3.1 3.3 3.4").split
+    Rake::Task["test:chroot"].invoke if rubies.any? { |v| v != RUBY_ABI }
+    failed = rubies.reject do |v|
+      puts "\n==== Ruby #{v}"
+      test_one_ruby(v)
+      true
+    rescue StandardError => e
+      warn "Ruby #{v}: #{e.message}"
+      false
+    end
+    # The host's build for its own Ruby was replaced by none of these (one
+    # directory per ABI), so nothing needs rebuilding afterwards.
+    abort "test:rubies: failed on Ruby #{failed.join(', ')}" unless failed.empty?
+    puts "test:rubies: #{rubies.join(', ')} passed"
+  end
+
+  desc "The Windows (IOCP) driver tests under wine from Debian sid"
+  task :wine do
+    sh "bash", File.join(ROOT, ".ci", "wine-tests.sh")
+  end
+
+  desc "Check the RBS signatures in sig/ (rbs parse + validate, with the chroot's Ruby 3.3)"
+  task :sig do
+    rbs = system("rbs", "--version", out: File::NULL, err: File::NULL) ? [] : ["env", "SID_RUBY=3.3", SID_RUN]
+    sh(*rbs, "rbs", "parse", *Dir["sig/**/*.rbs"])
+    sh(*rbs, "rbs", "-I", "sig", "validate")
+  end
+end
