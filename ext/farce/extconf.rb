@@ -6,8 +6,13 @@
 # on the first Farce::Scheduler.new, never at require time.
 require "mkmf"
 
-GO_MINIMUM = [1, 24].freeze
 ROOT = File.expand_path("../..", __dir__)
+# The Go version go.mod names is the one needed (an older go would try to
+# download a newer toolchain, which an offline install cannot).
+GO_MINIMUM = File.read(File.join(ROOT, "go.mod"))[/^go (\d+\.\d+)/, 1].split(".").map(&:to_i).freeze
+# The source gem carries its Go modules in vendor/ (rake gem:source), so it
+# builds offline; a git checkout reads them from the module cache.
+GO_MOD_FLAG = File.exist?(File.join(ROOT, "vendor", "modules.txt")) ? "-mod=vendor" : "-mod=mod"
 
 def abort_build(message)
   warn "\n*** farce: #{message}\n\n"
@@ -62,7 +67,7 @@ File.open("Makefile", "a") do |makefile|
     .PHONY: $(FARCE_CORE) install-farce-core clean-farce-core
     all: $(FARCE_CORE)
     $(FARCE_CORE):
-    \tcd $(FARCE_ROOT) && CGO_ENABLED=1 GOFLAGS="$${GOFLAGS:--mod=mod}" $(FARCE_GO) build -trimpath -buildmode=c-shared -o "$(CURDIR)/$(FARCE_CORE)" ./ext/farce
+    \tcd $(FARCE_ROOT) && CGO_ENABLED=1 $(FARCE_GO) build #{GO_MOD_FLAG} -buildvcs=false -trimpath -buildmode=c-shared -o "$(CURDIR)/$(FARCE_CORE)" ./ext/farce
     install-so: install-farce-core
     install-farce-core: $(FARCE_CORE)
     \t$(MAKEDIRS) $(RUBYARCHDIR)
