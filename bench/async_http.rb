@@ -21,7 +21,7 @@
 #    libraries, Ruby's VM, the kernel). That bounds any selector: the req/s a
 #    selector can win is at most the share its own code has.
 #
-# Everything runs under Ruby 3.3 in the sid chroot (../shared/tools/sid-run),
+# Everything runs under Ruby 3.3 in the sid chroot (.ci/sid-run, made by .ci/sid-setup),
 # which has Async and async-http; the host's wrk reaches the server on
 # 127.0.0.1. Figures are medians over BENCH_ROUNDS rounds (default 3; the
 # selectors alternate which goes first). Knobs: BENCH_DURATION (wrk seconds,
@@ -34,7 +34,7 @@ require "fileutils"
 require_relative "lib/wrk_time"
 
 ROOT = File.expand_path("..", __dir__)
-SID_RUN = ENV["BENCH_SID_RUN"] || File.expand_path("../shared/tools/sid-run", ROOT)
+SID_RUN = ENV["BENCH_SID_RUN"] || File.join(ROOT, ".ci", "sid-run")
 DURATION = Integer(ENV.fetch("BENCH_DURATION", "10"))
 CONNECTIONS = ENV.fetch("BENCH_CONNECTIONS", "64 1000").split.map { |c| Integer(c) }
 ROUNDS = Integer(ENV.fetch("BENCH_ROUNDS", "3"))

@@ -10,7 +10,7 @@
 #                        farce-epoll@3.3 = farce under the sid chroot's Ruby 3.3)
 #   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, pp100, http64, http1000, scale0,
 #                        scale10k, timers, queue, xthread, memfiber, memio)
-#   BENCH_SID_RUN=path   sid-run wrapper (default ../shared/tools/sid-run)
+#   BENCH_SID_RUN=path   chroot runner (default .ci/sid-run; .ci/sid-setup makes the chroot)
 #   BENCH_NO_README=1    keep bench/README.md and bench/plot.svg (write only bench/results/)
 require "json"
 require "rbconfig"
@@ -33,7 +33,7 @@ module Bench
       @runs = Integer(ENV["BENCH_RUNS"] || (@quick ? 1 : 3))
       raise ArgumentError, "BENCH_RUNS must be >= 1" if @runs < 1
 
-      @sid_run = ENV["BENCH_SID_RUN"] || File.expand_path("../shared/tools/sid-run", ROOT)
+      @sid_run = ENV["BENCH_SID_RUN"] || File.join(ROOT, ".ci", "sid-run")
       @tty = $stderr.tty?
       @started = now
       @notes = []

@@ -5,7 +5,7 @@
 #
 #   ruby bench/workloads.rb CONTENDER WORKLOAD [key=value ...]
 #   ruby bench/workloads.rb farce-epoll pingpong pairs=100 seconds=2
-#   /work/shared/tools/sid-run ruby bench/workloads.rb async timers count=100000
+#   .ci/sid-run ruby bench/workloads.rb async timers count=100000   (Async: Ruby 3.3 in the sid chroot)
 #
 # Prints one JSON object on stdout. Every loop is bounded by a deadline or a count.
 require "json"

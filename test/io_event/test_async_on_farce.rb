@@ -7,7 +7,7 @@
 # which selector class the reactor really used.
 #
 # Needs Async, io-event and async-http (Debian sid's Ruby 3.3 in the chroot:
-# ../shared/tools/sid-run ruby -Ilib -Itest test/io_event/test_async_on_farce.rb).
+# .ci/sid-run ruby -Ilib -Itest test/io_event/test_async_on_farce.rb).
 # Where they are missing (the host's Ruby 3.1) the file skips with the reason.
 $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
 require "minitest/autorun"
