@@ -3,7 +3,8 @@
 # The tests. `rake test` is what a contributor runs; bin/test and .ci/run add
 # the Go, cross-compilation, other-Ruby and wine suites by name.
 require "rake/testtask"
-require "shellwords"
+
+$stdout.sync = true # our progress lines and the suites' output, in order
 
 SID_RUN = File.join(ROOT, ".ci", "sid-run")
 SID_SETUP = File.join(ROOT, ".ci", "sid-setup")
