@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "tmpdir"
 
 # Fork rules of DESIGN.md (rules 6 and 7). Every case runs in a child Ruby so
 # that the test process's own Go runtime does not interfere.
@@ -40,31 +41,34 @@ class TestFork < Minitest::Test
     assert_match(%r{workers ok: 10/10}, out)
   end
 
-  def test_child_of_a_started_runtime_gets_an_inert_scheduler_and_a_clear_error
+  WORKLOAD = File.expand_path("fork_workload.rb", __dir__)
+
+  def test_child_of_a_started_runtime_gets_an_inert_inherited_scheduler_and_a_fresh_core
     out, status = ruby_subprocess(<<~RUBY, timeout: 30)
       require "farce"
       parent = Farce::Scheduler.new
+      parent_info = Farce.core_info
       r, w = IO.pipe
       pid = fork do
         r.close
         lines = []
         lines << "closed=\#{parent.closed?}"
-        t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-        begin
-          Farce::Scheduler.new
-          lines << "new: no error"
-        rescue Farce::Error => e
-          lines << "new: Farce::Error \#{e.message[/after fork/]}"
-        end
+        lines << "loaded_before_new=\#{Farce.core_loaded?}"
         begin
           parent.stats
         rescue Farce::Error => e
-          lines << "stats: Farce::Error"
+          lines << "stats: Farce::Error \#{e.message[/before fork/]}"
         end
         fds = Dir.children("/proc/self/fd").size
         parent.close
         lines << "close kept descriptors=\#{Dir.children("/proc/self/fd").size == fds}"
-        lines << "elapsed<1=\#{Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 1}"
+        child = Farce::Scheduler.new
+        lines << "new works: \#{child.stats[:backend]}"
+        info = Farce.core_info
+        lines << "generation=\#{info[:generation]} pid_is_child=\#{info[:pid] == Process.pid} " \\
+                 "copy=\#{info[:kind]} runtimes=\#{info[:runtimes_mapped]}"
+        lines << "inherited still inert=\#{parent.closed?}"
+        child.close
         w.write(lines.join("\\n"))
         w.close
         exit!(0)
@@ -73,16 +77,207 @@ class TestFork < Minitest::Test
       puts r.read
       Process.wait(pid)
       puts "child exit \#{$?.exitstatus}"
-      puts "parent still works: \#{parent.stats[:backend]}"
+      puts "parent: \#{parent_info[:kind]} generation=\#{parent_info[:generation]} still works: \#{parent.stats[:backend]}"
       parent.close
     RUBY
     assert status.success?, out
     assert_match(/closed=true/, out)
-    assert_match(/new: Farce::Error after fork/, out)
-    assert_match(/stats: Farce::Error/, out)
+    assert_match(/loaded_before_new=false/, out)
+    assert_match(/stats: Farce::Error before fork/, out)
     assert_match(/close kept descriptors=true/, out)
-    assert_match(/elapsed<1=true/, out)
+    assert_match(/new works: (epoll|poll|io_uring)/, out)
+    assert_match(/generation=1 pid_is_child=true copy=(memfd|tmpfile) runtimes=2/, out)
+    assert_match(/inherited still inert=true/, out)
     assert_match(/child exit 0/, out)
-    assert_match(/parent still works: (epoll|poll|io_uring)/, out)
+    assert_match(/parent: file generation=0 still works: (epoll|poll|io_uring)/, out)
+  end
+
+  # The issue's acceptance test: a parent that ran Farce.run, then 100
+  # children (10 at a time) each running the whole workload on its own copy.
+  def test_hundred_children_of_a_started_runtime_run_the_fiber_workload
+    out, status = ruby_subprocess(<<~RUBY, timeout: 300)
+      require #{WORKLOAD.inspect}
+      ForkWorkload.run("parent")
+      copies = Hash.new(0)
+      failed = []
+      100.times.each_slice(10) do |slice|
+        children = slice.map do |i|
+          r, w = IO.pipe
+          pid = fork do
+            r.close
+            info = ForkWorkload.run("child\#{i}")
+            w.write("\#{info[:generation]} \#{info[:kind]} \#{info[:pid] == Process.pid}")
+            exit!(0)
+          rescue Exception => e
+            w.write("error \#{e.class}: \#{e.message}")
+            exit!(1)
+          end
+          w.close
+          [pid, r]
+        end
+        children.each do |pid, r|
+          report = r.read
+          r.close
+          status = Process.wait2(pid)[1]
+          if status.success? && report.match?(/\\A1 (memfd|tmpfile) true\\z/)
+            copies[report.split[1]] += 1
+          else
+            failed << "\#{pid}: \#{status.inspect} \#{report}"
+          end
+        end
+      end
+      ForkWorkload.run("parent again")
+      puts "children ok: \#{copies.values.sum}/100 copies=\#{copies.inspect}"
+      puts failed.first(5)
+    RUBY
+    assert status.success?, out
+    assert_match(%r{children ok: 100/100}, out)
+  end
+
+  # Each generation forks the next after running the workload itself, and
+  # each loads its own copy of the core.
+  def test_grandchildren_three_generations_deep_run_the_fiber_workload
+    out, status = ruby_subprocess(<<~RUBY, timeout: 120)
+      require #{WORKLOAD.inspect}
+      def generation(depth, fanout)
+        info = ForkWorkload.run("depth\#{depth}")
+        line = "depth=\#{depth} generation=\#{info[:generation]} kind=\#{info[:kind]} " \\
+               "runtimes=\#{info[:runtimes_mapped]} own=\#{info[:pid] == Process.pid}"
+        $stdout.puts(line)
+        $stdout.flush
+        return true if depth == 3
+
+        pids = fanout.times.map { fork { exit!(generation(depth + 1, fanout) ? 0 : 1) } }
+        pids.all? { |pid| Process.wait2(pid)[1].success? }
+      rescue Exception => e
+        $stdout.puts("depth=\#{depth} error \#{e.class}: \#{e.message}")
+        $stdout.flush
+        false
+      end
+      puts "tree ok=\#{generation(0, 2)}"
+    RUBY
+    assert status.success?, out
+    assert_match(/tree ok=true/, out)
+    assert_match(/depth=0 generation=0 kind=file runtimes=1 own=true/, out)
+    { 1 => 2, 2 => 4, 3 => 8 }.each do |depth, count|
+      lines = out.scan(/^depth=#{depth} generation=#{depth} kind=(?:memfd|tmpfile) runtimes=#{depth + 1} own=true$/)
+      assert_equal count, lines.size, "processes at depth #{depth}:\n#{out}"
+    end
+    refute_match(/error/, out)
+  end
+
+  # Signals sent one at a time while the child's loop is parked: every
+  # trap runs (each signal waits for the previous trap, so none coalesce);
+  # then a storm of mixed signals from the parent, and the child still
+  # answers TERM. A hang fails on the subprocess timeout.
+  def test_signal_storm_in_a_child_runs_every_trap
+    out, status = ruby_subprocess(<<~RUBY, timeout: 120)
+      require #{WORKLOAD.inspect}
+      ForkWorkload.run("parent")
+      ready_r, ready_w = IO.pipe
+      report_r, report_w = IO.pipe
+      pid = fork do
+        ready_r.close
+        report_r.close
+        counts = Hash.new(0)
+        %i[USR1 USR2 HUP INT].each { |sig| trap(sig) { counts[sig] += 1 } }
+        trap(:TERM) do
+          report_w.write(counts.sort.map { |k, v| "\#{k}=\#{v}" }.join(" "))
+          report_w.close
+          exit!(0)
+        end
+        Farce.run(backend: ForkWorkload.backend) do
+          # 500 self-signals, each sent only after the last trap ran.
+          Thread.new do
+            500.times do |i|
+              Process.kill(:USR1, Process.pid)
+              sleep 0.0005 until counts[:USR1] > i
+            end
+          end
+          sleep 0.001 until counts[:USR1] == 500
+          ready_w.write("ready")
+          ready_w.close
+          r, _w = IO.pipe
+          Fiber.schedule { r.read } # parks the loop on a pipe forever
+        end
+      end
+      ready_w.close
+      report_w.close
+      ready = ready_r.read
+      3000.times { |i| Process.kill(%i[USR2 HUP INT][i % 3], pid) }
+      sleep 0.2
+      Process.kill(:TERM, pid)
+      puts "ready=\#{ready} report=\#{report_r.read}"
+      puts "child exit \#{Process.wait2(pid)[1].exitstatus}"
+    RUBY
+    assert status.success?, out
+    assert_match(/ready=ready/, out)
+    assert_match(/USR1=500\b/, out)
+    %w[USR2 HUP INT].each { |sig| assert_match(/#{sig}=[1-9]\d*/, out) }
+    assert_match(/child exit 0/, out)
+  end
+
+  # A refused memfd (FARCE_CORE_COPY=tmpfile skips it, as vm.memfd_noexec=2
+  # or a seccomp filter would): the unlinked private copy, nothing left on disk.
+  def test_refused_memfd_falls_back_to_an_unlinked_copy
+    Dir.mktmpdir("farce-copy") do |dir|
+      env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => "/nonexistent-farce:#{dir}" }
+      out, status = ruby_subprocess(<<~RUBY, timeout: 60, env: env)
+        require #{WORKLOAD.inspect}
+        ForkWorkload.run("parent")
+        pid = fork do
+          info = ForkWorkload.run("child")
+          grandchild = fork { exit!(ForkWorkload.run("grandchild")[:kind] == :tmpfile ? 0 : 1) }
+          puts "child kind=\#{info[:kind]} mapped=\#{info[:mapped_as]}"
+          puts "grandchild ok=\#{Process.wait2(grandchild)[1].success?}"
+          puts "maps deleted=\#{File.read("/proc/self/maps").include?(info[:mapped_as] + " (deleted)")}"
+          $stdout.flush
+          exit!(0)
+        end
+        puts "child exit \#{Process.wait2(pid)[1].exitstatus}"
+      RUBY
+      assert status.success?, out
+      assert_match(%r{child kind=tmpfile mapped=#{Regexp.escape(dir)}/\.farce-core-\d+-\w+}, out)
+      assert_match(/grandchild ok=true/, out)
+      assert_match(/maps deleted=true/, out)
+      assert_match(/child exit 0/, out)
+      assert_empty Dir.children(dir), "the private copies are unlinked once loaded"
+    end
+  end
+
+  # Nowhere to put a copy: Farce::Error names every place and its reason and
+  # says how to fix it; the inherited scheduler stays inert.
+  def test_refused_everywhere_raises_naming_every_reason
+    begin
+      env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => "/nonexistent-farce:/proc" }
+      out, status = ruby_subprocess(<<~RUBY, timeout: 60, env: env)
+        require "farce"
+        parent = Farce::Scheduler.new
+        pid = fork do
+          2.times do
+            Farce.run { :never }
+          rescue Farce::Error => e
+            puts "error: \#{e.message}"
+          end
+          puts "inherited closed=\#{parent.closed?} info_failure=\#{!Farce.core_info[:last_failure].nil?} " \\
+               "loaded=\#{Farce.core_loaded?}"
+          $stdout.flush
+          exit!(0)
+        end
+        puts "child exit \#{Process.wait2(pid)[1].exitstatus}"
+        parent.close
+      RUBY
+      assert status.success?, out
+      errors = out.lines.grep(/^error: /)
+      assert_equal 2, errors.size, out
+      assert_match(/forked child \(pid \d+, fork generation 1\)/, errors[0])
+      assert_match(%r{/nonexistent-farce: cannot create a file: No such file or directory}, errors[0])
+      assert_match(%r{/proc: cannot create a file: }, errors[0])
+      assert_match(/FARCE_CORE_COPY=tmpfile/, errors[0])
+      assert_match(/vm\.memfd_noexec=0/, errors[0])
+      assert_match(/FARCE_CORE_COPY_DIRS/, errors[0])
+      assert_match(/inherited closed=true info_failure=true loaded=false/, out)
+      assert_match(/child exit 0/, out)
+    end
   end
 end
