@@ -17,6 +17,7 @@ RUBIES=${RUBIES:-"3.1 3.3 3.4"}
 SID_ROOT=${SID_ROOT:-/opt/rubies/sid}
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}
 ALL_TESTS='Dir["test/test_*.rb"].sort.each { |f| require_relative File.join(Dir.pwd, f) }'
+IO_EVENT_TESTS='Dir["test/io_event/test_*.rb"].sort.each { |f| require_relative File.join(Dir.pwd, f) }'
 
 need_sid=0
 for v in $RUBIES; do [ "$v" != 3.1 ] && need_sid=1; done
@@ -70,7 +71,7 @@ done
 if [[ " $RUBIES " == *" 3.3 "* ]] && [[ ! " ${failed[*]} " == *" 3.3:build "* ]]; then
   echo "==== Ruby 3.3: test/io_event (IO_EVENT_SELECTOR=Farce and EPoll)"
   log=$(mktemp)
-  timeout -s KILL "$TEST_TIMEOUT" bash -c "$(declare -f in_ruby); TOOLS='$TOOLS' MODCACHE='$MODCACHE' in_ruby 3.3 ruby -Ilib -Itest test/io_event/test_async_on_farce.rb -v" 2>&1 | tee "$log" \
+  timeout -s KILL "$TEST_TIMEOUT" bash -c "$(declare -f in_ruby); TOOLS='$TOOLS' MODCACHE='$MODCACHE' in_ruby 3.3 ruby -Ilib -Itest -e '$IO_EVENT_TESTS' -- -v" 2>&1 | tee "$log" \
     | grep -vE ' = [0-9.]+ s = \.$'
   rc=${PIPESTATUS[0]}
   totals=$(grep -E '^[0-9]+ runs,' "$log" | tail -1)
