@@ -166,6 +166,31 @@ class TestFork < Minitest::Test
     refute_match(/error/, out)
   end
 
+  # dlopen matches names before files: a child that reuses its parent's
+  # descriptor number for the memfd must still get a new copy, not the
+  # parent's (dead) one loaded under the same "/proc/self/fd/N". Nothing here
+  # opens descriptors between generations, so the numbers repeat.
+  def test_each_generation_maps_its_own_copy_even_when_descriptor_numbers_repeat
+    out, status = ruby_subprocess(<<~RUBY, timeout: 60)
+      require "farce"
+      def copies = File.read("/proc/self/maps").lines.grep(/libfarce_core|farce-core/).map { |l| l.split[5..].join(" ") }.uniq
+      def level(depth)
+        Farce::Scheduler.new.close
+        info = Farce.core_info
+        puts "depth=\#{depth} generation=\#{info[:generation]} copies=\#{copies.size}"
+        $stdout.flush
+        return Farce.run { Fiber.schedule { sleep 0.001; GC.start }; :ran } == :ran if depth == 3
+
+        pid = fork { exit!(level(depth + 1) ? 0 : 1) }
+        Process.wait2(pid)[1].success?
+      end
+      puts "chain ok=\#{level(0)}"
+    RUBY
+    assert status.success?, out
+    (0..3).each { |depth| assert_match(/^depth=#{depth} generation=#{depth} copies=#{depth + 1}$/, out) }
+    assert_match(/chain ok=true/, out)
+  end
+
   # Signals sent one at a time while the child's loop is parked: every
   # trap runs (each signal waits for the previous trap, so none coalesce);
   # then a storm of mixed signals from the parent, and the child still

@@ -260,6 +260,24 @@ static int copy_library(const char *source, int fd)
     return err;
 }
 
+/* A path naming descriptor fd that no loaded library was opened under.
+ * dlopen matches names before files: given "/proc/self/fd/7" it returns an
+ * inherited copy that was loaded under that same name in an ancestor (the
+ * descriptor number is often the same one again), a dead runtime that hangs.
+ * So spellings are tried until dlopen(RTLD_NOLOAD) finds none loaded. */
+static int unused_fd_path(int fd, char *buf, size_t len)
+{
+    for (int dots = 0; dots < 64; dots++) {
+        int n = snprintf(buf, len, "/proc/self/fd/");
+        for (int i = 0; i < dots && n + 3 < (int)len; i++) n += snprintf(buf + n, len - n, "./");
+        snprintf(buf + n, len - n, "%d", fd);
+        void *loaded = dlopen(buf, RTLD_LAZY | RTLD_NOLOAD);
+        if (!loaded) return 1;
+        dlclose(loaded); /* only drops the reference NOLOAD took */
+    }
+    return 0;
+}
+
 static enum open_result try_memfd(struct core_copy *c, struct reasons *why, char *broken, size_t blen)
 {
 #ifdef SYS_memfd_create
@@ -277,7 +295,11 @@ static enum open_result try_memfd(struct core_copy *c, struct reasons *why, char
         reason_add(why, "memfd: copying %s: %s", c->source, strerror(err));
         return OPEN_REFUSED;
     }
-    snprintf(c->mapped, sizeof(c->mapped), "/proc/self/fd/%d", fd);
+    if (!unused_fd_path(fd, c->mapped, sizeof(c->mapped))) {
+        close(fd);
+        reason_add(why, "memfd: every name for descriptor %d is taken by a loaded library", fd);
+        return OPEN_REFUSED;
+    }
     c->kind = "memfd";
     size_t before = why->len;
     reason_add(why, "memfd: ");
