@@ -2,8 +2,9 @@
 
 # The fiber workload the fork tests run in every process of a fork tree
 # (required by the child Rubies of test_fork.rb): pipes, sleeps, a Queue fed
-# by another thread, a TCP exchange, a Ruby trap that must run while the loop
-# is parked, Timeout and Thread#raise reaching a parked loop. Raises with
+# by another thread, a TCP exchange, Ruby traps (USR1, INT, TERM, CHLD) that
+# must run while the loop is parked, Timeout, Thread#raise and Thread#kill
+# reaching a parked loop. Raises with
 # what went wrong, so that a child's exit status says whether it worked.
 require "farce"
 require "socket"
@@ -18,10 +19,12 @@ module ForkWorkload
     (ENV["FARCE_BACKEND"] || "auto").to_sym
   end
 
+  SIGNALS = %i[USR1 INT TERM CHLD].freeze
+
   def run(tag)
     got = {}
-    trapped = 0
-    previous_trap = trap(:USR1) { trapped += 1 }
+    trapped = Hash.new(0)
+    previous_traps = SIGNALS.to_h { |sig| [sig, trap(sig) { trapped[sig] += 1 }] }
     Farce.run(backend: backend) do
       r, w = IO.pipe
       Fiber.schedule do
@@ -55,10 +58,16 @@ module ForkWorkload
       socket.close
       server.close
 
-      # The trap must run while this fiber (and so the loop) is parked.
-      Fiber.schedule { Process.kill(:USR1, Process.pid) }
-      Timeout.timeout(10) { sleep 0.001 until trapped.positive? }
-      got[:trapped] = trapped.positive?
+      # Each trap must run while this fiber (and so the loop) is parked.
+      %i[USR1 INT TERM].each do |sig|
+        Fiber.schedule { Process.kill(sig, Process.pid) }
+        Timeout.timeout(10) { sleep 0.001 until trapped[sig].positive? }
+      end
+      # CHLD: a child forked inside a fiber (it never touches farce).
+      pid = fork { exit!(0) }
+      Process.wait(pid)
+      Timeout.timeout(10) { sleep 0.001 until trapped[:CHLD].positive? }
+      got[:trapped] = SIGNALS.all? { |sig| trapped[sig].positive? }
 
       got[:timeout] = begin
         Timeout.timeout(0.01) { sleep 5 }
@@ -80,12 +89,18 @@ module ForkWorkload
     end
     raiser.join
 
+    # Thread#kill of a thread whose loop is parked in the Go core.
+    parked = Thread.new { Farce.run(backend: backend) { sleep 5 } }
+    sleep 0.01
+    parked.kill
+    got[:thread_kill] = parked.join(5) ? :killed : :still_running
+
     expected = { pipe: tag, sleepers: 3, queue: tag, tcp: tag.upcase, trapped: true, timeout: :raised,
-                 thread_raise: :raised }
-    raise "workload #{tag} in pid #{Process.pid}: #{got.inspect}" unless got == expected
+                 thread_raise: :raised, thread_kill: :killed }
+    raise "workload #{tag} in pid #{Process.pid}: #{got.inspect} traps #{trapped.inspect}" unless got == expected
 
     Farce.core_info
   ensure
-    trap(:USR1, previous_trap || "DEFAULT")
+    previous_traps&.each { |sig, previous| trap(sig, previous || "DEFAULT") }
   end
 end
