@@ -166,6 +166,46 @@ class TestFork < Minitest::Test
     refute_match(/error/, out)
   end
 
+  # A child forked inside a fiber runs on in that fiber: its inherited
+  # scheduler is removed (lib/farce/fork.rb), so its code does plain blocking
+  # I/O, and Farce.run in it gets a fresh core. With and without a block.
+  def test_child_forked_inside_a_fiber_does_plain_io_and_can_run_farce_again
+    out, status = ruby_subprocess(<<~RUBY, timeout: 60)
+      require "farce"
+      r, w = IO.pipe
+      child_work = lambda do |tag|
+        w.write("\#{tag}: write ok scheduler=\#{Fiber.scheduler.inspect}\n")
+        sleep 0.01
+        q = Queue.new
+        Thread.new { sleep 0.01; q << :queued }
+        w.write("\#{tag}: \#{q.pop}\n")
+        x = Farce.run { Fiber.schedule { sleep 0.01 }; :nested }
+        w.write("\#{tag}: \#{x} on \#{Farce.core_info.values_at(:kind, :generation).join('/')}\n")
+      end
+      Farce.run(backend: ENV.fetch("FARCE_BACKEND", "auto").to_sym) do
+        Fiber.schedule do
+          pid = fork { child_work.call("block") }
+          w.write("block exit \#{Process.wait2(pid)[1].exitstatus}\n")
+          pid = fork
+          if pid.nil?
+            child_work.call("bare")
+            exit!(0)
+          end
+          w.write("bare exit \#{Process.wait2(pid)[1].exitstatus}\n")
+        end
+      end
+      w.close
+      print r.read
+    RUBY
+    assert status.success?, out
+    %w[block bare].each do |tag|
+      assert_match(/^#{tag}: write ok scheduler=nil$/, out)
+      assert_match(/^#{tag}: queued$/, out)
+      assert_match(%r{^#{tag}: nested on (memfd|tmpfile)/1$}, out)
+      assert_match(/^#{tag} exit 0$/, out)
+    end
+  end
+
   # dlopen matches names before files: a child that reuses its parent's
   # descriptor number for the memfd must still get a new copy, not the
   # parent's (dead) one loaded under the same "/proc/self/fd/N". Nothing here

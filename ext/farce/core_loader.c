@@ -72,20 +72,52 @@ static int runtimes_mapped;       /* Go runtimes mapped here: inherited ones plu
 static char *failure;
 static uint64_t failure_generation;
 
+/* ---- the table before a load, and in a child until it loads its own ------ *
+ * Every entry answers "unknown handle": a stray call from an object
+ * inherited through fork gets an error, never a call into the parent's
+ * runtime (whose threads did not survive the fork: it hangs). */
+static int64_t none_abi(void) { return 0; }
+static int64_t none_new(const char *b, char *n, int nl, char *reason, int rl, int *w)
+{
+    if (reason && rl > 0) snprintf(reason, (size_t)rl, "farce's Go core is not loaded in this process");
+    return -FARCE_E_HANDLE;
+}
+static int64_t none_h(int64_t h) { return -FARCE_E_HANDLE; }
+static void none_last_error(int64_t h, char *buf, int len)
+{
+    if (buf && len > 0) snprintf(buf, (size_t)len, "a scheduler inherited through fork (its core is the parent's)");
+}
+static int64_t none_wait_fd(int64_t h, int fd, uint32_t e, int64_t t, int k, uint64_t *tok) { return -FARCE_E_HANDLE; }
+static int64_t none_park(int64_t h, int64_t t, uint64_t *tok) { return -FARCE_E_HANDLE; }
+static int64_t none_yield(int64_t h, uint64_t *tok) { return -FARCE_E_HANDLE; }
+static int64_t none_token(int64_t h, uint64_t tok) { return -FARCE_E_HANDLE; }
+static int64_t none_fd(int64_t h, int fd) { return -FARCE_E_HANDLE; }
+static int64_t none_poll(int64_t h, int64_t b, farce_completion *o, int c) { return -FARCE_E_HANDLE; }
+static int64_t none_stats(int64_t h, int64_t *o, int n) { return -FARCE_E_HANDLE; }
+static int64_t none_submit(int64_t h, int k, int fd, uint64_t p, uint64_t l, int64_t off, uint64_t *tok)
+{
+    return -FARCE_E_HANDLE;
+}
+
+static const struct farce_core_api no_core = {
+    .abi = none_abi, .new_ = none_new, .close = none_h, .last_error = none_last_error, .wait_fd = none_wait_fd,
+    .park = none_park, .yield = none_yield, .wake = none_token, .cancel = none_token, .forget_fd = none_fd,
+    .poll = none_poll, .stats = none_stats, .ops_supported = none_h, .submit_op = none_submit,
+    .cancel_op = none_token,
+};
+
 static void atfork_child(void)
 {
     farce_fork_generation++;
-    /* Every table entry now points into a runtime whose threads did not
-     * survive the fork. Zeroed, a stray call faults loudly instead of
-     * hanging; the front ends never make one (their objects are inert). */
     current = NULL;
-    memset(&farce_core, 0, sizeof(farce_core));
+    farce_core = no_core;
 }
 
 static VALUE core_info(VALUE mod);
 
 void farce_core_loader_init(void)
 {
+    farce_core = no_core;
     pthread_atfork(NULL, NULL, atfork_child);
     rb_define_singleton_method(rb_define_module("Farce"), "core_info", core_info, 0);
 }
@@ -213,6 +245,9 @@ static enum open_result open_core(struct core_copy *c, const char *file, struct 
                  c->source, (long long)c->abi);
         return OPEN_BROKEN;
     }
+    /* Each generation's handles in a range of their own (see export.go). */
+    int64_t (*set_base)(int64_t) = (int64_t (*)(int64_t))dlsym(handle, "farce_set_handle_base");
+    if (set_base) set_base((int64_t)(c->generation & 0x7fffff) << 40);
     return OPENED;
 }
 
