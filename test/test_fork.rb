@@ -206,6 +206,44 @@ class TestFork < Minitest::Test
     end
   end
 
+  # Two generations of Go SIGSEGV handlers sit before Ruby's in the chain: a
+  # guard-page overflow in a grandchild must still be Ruby's SystemStackError,
+  # and the thread must still take Thread#raise afterwards (the handlers'
+  # sa_mask is cleared after each copy starts; DESIGN.md).
+  def test_stack_overflow_in_a_grandchild_is_still_a_system_stack_error
+    out, status = ruby_subprocess(<<~RUBY, timeout: 60)
+      require "farce"
+      def deep(n) = deep(n + 1) + 1
+      Farce.run { sleep 0.001 }
+      pid = fork do
+        Farce.run { sleep 0.001 }
+        grandchild = fork do
+          Farce.run { sleep 0.001 }
+          overflow = begin
+            deep(0)
+          rescue SystemStackError
+            :system_stack_error
+          end
+          main = Thread.current
+          Thread.new { sleep 0.02; main.raise(RuntimeError, "delivered") }
+          raised = begin
+            Farce.run { sleep 5 }
+          rescue RuntimeError => e
+            e.message
+          end
+          puts "generation=\#{Farce.core_info[:generation]} overflow=\#{overflow} thread_raise=\#{raised}"
+          $stdout.flush
+          exit!(0)
+        end
+        exit!(Process.wait2(grandchild)[1].success? ? 0 : 1)
+      end
+      puts "exit \#{Process.wait2(pid)[1].exitstatus}"
+    RUBY
+    assert status.success?, out
+    assert_match(/generation=2 overflow=system_stack_error thread_raise=delivered/, out)
+    assert_match(/exit 0/, out)
+  end
+
   # dlopen matches names before files: a child that reuses its parent's
   # descriptor number for the memfd must still get a new copy, not the
   # parent's (dead) one loaded under the same "/proc/self/fd/N". Nothing here
