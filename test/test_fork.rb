@@ -348,6 +348,46 @@ class TestFork < Minitest::Test
     end
   end
 
+  # A real refusal: a directory on a tmpfs mounted noexec (in a private
+  # mount namespace; needs root, as CI has) refuses the mapping, the next
+  # directory takes the copy; with the noexec one alone, the error names it.
+  def test_noexec_directory_is_refused_and_the_next_one_used
+    skip "needs root to mount a noexec tmpfs" unless Process.uid.zero? && system("unshare -m true 2>/dev/null")
+    Dir.mktmpdir("farce-noexec") do |noexec|
+      Dir.mktmpdir("farce-exec") do |exec_dir|
+        code = <<~RUBY
+          require "farce"
+          Farce.run { sleep 0.001 }
+          pid = fork do
+            begin
+              Farce.run { sleep 0.001 }
+              puts "loaded \#{Farce.core_info[:mapped_as]}"
+            rescue Farce::Error => e
+              puts "error: \#{e.message}"
+            end
+            $stdout.flush
+            exit!(0)
+          end
+          Process.wait(pid)
+        RUBY
+        script = File.join(exec_dir, "child.rb")
+        File.write(script, code)
+        run = lambda do |dirs|
+          shell = "mount -t tmpfs -o noexec tmpfs #{noexec} && exec #{RbConfig.ruby} -I #{FarceTestHelper::LIB} #{script}"
+          env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => dirs }
+          out = IO.popen(env, ["timeout", "-s", "KILL", "60", "unshare", "-m", "sh", "-c", shell], err: %i[child out], &:read)
+          [out, $?]
+        end
+        out, status = run.call("#{noexec}:#{exec_dir}")
+        assert status.success?, out
+        assert_match(%r{^loaded #{Regexp.escape(exec_dir)}/\.farce-core-}, out)
+        out, status = run.call(noexec)
+        assert status.success?, out
+        assert_match(%r{^error: .*Tried: #{Regexp.escape(noexec)}: #{Regexp.escape(noexec)}/\.farce-core-\d+-\w+: failed to map segment}, out)
+      end
+    end
+  end
+
   # Nowhere to put a copy: Farce::Error names every place and its reason and
   # says how to fix it; the inherited scheduler stays inert.
   def test_refused_everywhere_raises_naming_every_reason

@@ -162,16 +162,31 @@ struct reasons {
     size_t len;
 };
 
-static void reason_add(struct reasons *r, const char *fmt, ...)
+/* Appends to the reasons; a new reason (separated by "; ") unless `more`
+ * continues the last one. */
+static void reason_vadd(struct reasons *r, int more, const char *fmt, va_list ap)
 {
     if (r->len + 3 >= sizeof(r->text)) return;
-    if (r->len) r->len += snprintf(r->text + r->len, sizeof(r->text) - r->len, "; ");
-    va_list ap;
-    va_start(ap, fmt);
+    if (r->len && !more) r->len += snprintf(r->text + r->len, sizeof(r->text) - r->len, "; ");
     int n = vsnprintf(r->text + r->len, sizeof(r->text) - r->len, fmt, ap);
-    va_end(ap);
     if (n > 0) r->len += (size_t)n;
     if (r->len >= sizeof(r->text)) r->len = sizeof(r->text) - 1;
+}
+
+static void reason_more(struct reasons *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reason_vadd(r, 1, fmt, ap);
+    va_end(ap);
+}
+
+static void reason_add(struct reasons *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reason_vadd(r, 0, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- dlopen with the runtime's start under our signal mask --------------- */
@@ -202,7 +217,7 @@ static enum open_result open_core(struct core_copy *c, const char *file, struct 
     void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        reason_add(why, "%s", dlerror());
+        reason_more(why, "%s", dlerror()); /* after the caller's "place: " */
         return OPEN_REFUSED;
     }
     const char *missing = NULL;
