@@ -26,7 +26,7 @@ class TestPreforkServer < Minitest::Test
     Net::HTTP.start("127.0.0.1", port) do |http|
       WARMUP.times { assert_equal "200", http.get("/").code }
     end
-    wait_until(30) { output.scan(/^worker \d+ up /).size == WORKERS }
+    wait_until(30) { output.scan(/^worker \d+ up /).size == WORKERS && output.match?(/^workers [\d ]+$/) }
     assert_match(/master served #{WARMUP} on file core, generation 0/, output)
     workers = output[/^workers ([\d ]+)$/, 1].split.map(&:to_i)
     assert_equal WORKERS, workers.size
