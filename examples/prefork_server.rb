@@ -46,7 +46,11 @@ end
 
 server = TCPServer.new("127.0.0.1", port)
 $stdout.sync = true
-puts "master #{Process.pid} listening on #{server.local_address.ip_port}"
+# One write per line: the workers share stdout, and `puts` may write a line
+# and its newline separately, which interleaves lines of several processes.
+def say(line) = $stdout.write("#{line}\n")
+
+say "master #{Process.pid} listening on #{server.local_address.ip_port}"
 
 # The master serves `warmup` requests on farce before it forks.
 served = 0
@@ -58,7 +62,7 @@ Farce.run(backend: backend) do
     Fiber.schedule { serve(client) { served += 1 } } unless client == :wait_readable
   end
 end
-puts "master served #{served} on #{Farce.core_info[:kind]} core, generation #{Farce.core_info[:generation]}"
+say "master served #{served} on #{Farce.core_info[:kind]} core, generation #{Farce.core_info[:generation]}"
 
 pids = workers.times.map do
   fork do
@@ -68,7 +72,7 @@ pids = workers.times.map do
     begin
       Farce.run(backend: backend) do
         info = Farce.core_info
-        puts "worker #{Process.pid} up on #{info[:kind]} core, generation #{info[:generation]}"
+        say "worker #{Process.pid} up on #{info[:kind]} core, generation #{info[:generation]}"
         # A trap only sets the flag; this fiber closes the socket, which ends accept.
         Fiber.schedule do
           sleep 0.05 until stopping
@@ -91,11 +95,11 @@ pids = workers.times.map do
         end
       end
     ensure
-      puts "worker #{Process.pid} served #{sent}"
+      say "worker #{Process.pid} served #{sent}"
     end
   end
 end
-puts "workers #{pids.join(' ')}"
+say "workers #{pids.join(' ')}"
 server.close
 
 %w[TERM INT].each { |sig| trap(sig) { pids.each { |pid| Process.kill(:TERM, pid) rescue nil } } }
