@@ -143,14 +143,14 @@ class TestFork < Minitest::Test
         info = ForkWorkload.run("depth\#{depth}")
         line = "depth=\#{depth} generation=\#{info[:generation]} kind=\#{info[:kind]} " \\
                "runtimes=\#{info[:runtimes_mapped]} own=\#{info[:pid] == Process.pid}"
-        $stdout.puts(line)
+        $stdout.write("\#{line}\\n") # one write: siblings share stdout
         $stdout.flush
         return true if depth == 3
 
         pids = fanout.times.map { fork { exit!(generation(depth + 1, fanout) ? 0 : 1) } }
         pids.all? { |pid| Process.wait2(pid)[1].success? }
       rescue Exception => e
-        $stdout.puts("depth=\#{depth} error \#{e.class}: \#{e.message}")
+        $stdout.write("depth=\#{depth} error \#{e.class}: \#{e.message}\\n")
         $stdout.flush
         false
       end

@@ -57,7 +57,7 @@ class TestForkAsyncOnFarce < Minitest::Test
           nil # TERM from the master
         ensure
           info = Farce.core_info
-          $stdout.puts "worker #{Process.pid} served #{served} core=#{info[:kind]}/#{info[:generation]}"
+          $stdout.write("worker #{Process.pid} served #{served} core=#{info[:kind]}/#{info[:generation]}\n") # one write: workers share stdout
           $stdout.flush
         end
         exit!(0)
