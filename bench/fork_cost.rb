@@ -12,7 +12,9 @@
 # second one (no load), and what the first added to the child: threads,
 # RSS, and memory private to the child (Private_Clean + Private_Dirty from
 # /proc/self/smaps_rollup; the parent's pages shared copy-on-write are not
-# counted). Generations 1-3 are a chain (each child forks the next).
+# counted). Generations 1-3 are a chain (each child forks the next). The
+# last case keeps 4 siblings alive together and measures each one's private
+# memory once all have loaded: they map the one copy their parent prepared.
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "farce"
 
@@ -71,6 +73,15 @@ report("child of a parent that only required farce", CHILDREN.times.map { in_chi
 parent = sample
 puts format("%-44s first %6.2f ms  +%d threads  +%d kB RSS", "the parent's own first load", parent[:first_ms],
             parent[:threads], parent[:rss_kb])
+# The parent prepares the copy its children share at its first fork.
+def fork_ms
+  t0 = now
+  Process.wait(fork { exit!(0) })
+  (now - t0) * 1000
+end
+first_fork = fork_ms
+puts format("%-44s first fork %.2f ms, later forks %.2f ms (median)", "the parent's forks (the copy is made at the first)",
+            first_fork, median(5.times.map { fork_ms }))
 report("generation 1 (memfd copy)", CHILDREN.times.map { in_child { sample } })
 ENV["FARCE_CORE_COPY"] = "tmpfile"
 report("generation 1 (unlinked copy, FARCE_CORE_COPY=tmpfile)", CHILDREN.times.map { in_child { sample } })
@@ -85,3 +96,30 @@ chains = CHILDREN.times.map do
   end
 end
 3.times { |g| report("generation #{g + 1} of a chain", chains.map { |c| c[g] }) }
+
+# 4 siblings alive at once: each loads, then all measure once every one has.
+def siblings_private(count)
+  ready_r, ready_w = IO.pipe
+  go_r, go_w = IO.pipe
+  results = count.times.map do
+    r, w = IO.pipe
+    pid = fork do
+      before = private_kb
+      Farce::Scheduler.new.close
+      ready_w.write("x")
+      go_r.read(1)
+      w.write(Marshal.dump(private_kb - before))
+      exit!(0)
+    end
+    w.close
+    [pid, r]
+  end
+  ready_r.read(count)
+  go_w.write("g" * count)
+  results.map do |pid, r|
+    value = Marshal.load(r.read)
+    Process.wait(pid)
+    value
+  end
+end
+puts format("%-44s +%d kB private each", "4 siblings alive together", median(siblings_private(4)))

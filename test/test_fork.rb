@@ -244,6 +244,47 @@ class TestFork < Minitest::Test
     assert_match(/exit 0/, out)
   end
 
+  # Siblings map the one memfd copy their parent prepared at its first fork
+  # (its pages are shared, not copied per child); the parent holds it in one
+  # close-on-exec descriptor; a child whose program closed that descriptor
+  # makes its own copy.
+  def test_siblings_share_the_copy_their_parent_prepared
+    out, status = ruby_subprocess(<<~RUBY, timeout: 60)
+      require "farce"
+      def memfds = Dir.children("/proc/self/fd").select { |f| (File.readlink("/proc/self/fd/\#{f}") rescue "").include?("farce-core") }
+      def copy_inode = File.read("/proc/self/maps").lines.grep(/farce-core/).first.split[4]
+      Farce.run { sleep 0.001 }
+      before = memfds.size
+      r, w = IO.pipe
+      pids = 3.times.map do
+        fork do
+          Farce.run { sleep 0.001 }
+          w.write("sibling inode=\#{copy_inode} shared=\#{Farce.core_info[:shared_with_siblings]} left=\#{memfds.size}\n")
+          exit!(0)
+        end
+      end
+      pids << fork do
+        memfds.each { |f| IO.for_fd(f.to_i).close } # as a daemonizing child closing every descriptor would
+        Farce.run { sleep 0.001 }
+        w.write("closer inode=\#{copy_inode} shared=\#{Farce.core_info[:shared_with_siblings]}\n")
+        exit!(0)
+      end
+      w.close
+      pids.each { |pid| Process.wait(pid) }
+      print r.read
+      fd = memfds.first
+      puts "parent memfds before=\#{before} after=\#{memfds.size} cloexec=\#{IO.for_fd(fd.to_i, autoclose: false).close_on_exec?}"
+    RUBY
+    assert status.success?, out
+    siblings = out.scan(/^sibling inode=(\d+) shared=true left=0$/).flatten
+    assert_equal 3, siblings.size, out
+    assert_equal 1, siblings.uniq.size, "the siblings map the same file:\n#{out}"
+    closer = out[/^closer inode=(\d+) shared=false$/, 1]
+    refute_nil closer, out
+    refute_equal siblings.first, closer
+    assert_match(/^parent memfds before=0 after=1 cloexec=true$/, out)
+  end
+
   # dlopen matches names before files: a child that reuses its parent's
   # descriptor number for the memfd must still get a new copy, not the
   # parent's (dead) one loaded under the same "/proc/self/fd/N". Nothing here

@@ -14,8 +14,11 @@
  *    (30 of 30 children hang at its first park or GC). It loads a fresh copy
  *    of the library instead: dlopen returns the already-mapped object for a
  *    file it has seen (same device and inode), so the copy must be a new
- *    file — an anonymous memfd first, then an unlinked private file in a
- *    directory that allows exec. The inherited copies stay mapped, shared
+ *    file — an anonymous memfd first (made once by the parent at its first
+ *    fork and shared by all its children), then the child's own memfd, then
+ *    an unlinked private file in a directory that allows exec. dlopen also
+ *    matches names before files, so the name given must be one no loaded
+ *    copy has. The inherited copies stay mapped, shared
  *    with the parent by copy-on-write, and their signal handlers stay in the
  *    chain (each Go runtime forwards a signal it does not want to the handler
  *    that was installed before it).
@@ -43,6 +46,9 @@
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 0x0001U
 #endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x0010U /* Linux 6.3: ask for an executable memfd when vm.memfd_noexec=1 */
 #endif
@@ -57,6 +63,7 @@ struct core_copy {
     uint64_t generation;   /* farce_fork_generation it was loaded in */
     pid_t pid;             /* process that loaded it */
     const char *kind;      /* "file", "memfd" or "tmpfile" */
+    int shared;            /* the memfd copy the parent prepared for all its children */
     char source[PATH_MAX]; /* the library file it was read from */
     char mapped[PATH_MAX]; /* what dlopen was given (a copy is unlinked after) */
     struct timespec loaded_at;
@@ -114,11 +121,12 @@ static void atfork_child(void)
 }
 
 static VALUE core_info(VALUE mod);
+static void atfork_prepare(void);
 
 void farce_core_loader_init(void)
 {
     farce_core = no_core;
-    pthread_atfork(NULL, NULL, atfork_child);
+    pthread_atfork(atfork_prepare, NULL, atfork_child);
     rb_define_singleton_method(rb_define_module("Farce"), "core_info", core_info, 0);
 }
 
@@ -328,35 +336,126 @@ static int unused_fd_path(int fd, char *buf, size_t len)
     return 0;
 }
 
-static enum open_result try_memfd(struct core_copy *c, struct reasons *why, char *broken, size_t blen)
-{
 #ifdef SYS_memfd_create
-    char name[64];
-    snprintf(name, sizeof(name), "farce-core-gen%llu", (unsigned long long)farce_fork_generation);
-    int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_EXEC);
-    if (fd < 0 && errno == EINVAL) fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC); /* kernel < 6.3 */
+/* A memfd holding a copy of the library, or -1 with *step and errno saying
+ * what failed. */
+static int memfd_copy(const char *source, const char *name, unsigned extra_flags, const char **step)
+{
+    int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_EXEC | extra_flags);
+    if (fd < 0 && errno == EINVAL) fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | extra_flags); /* < 6.3 */
     if (fd < 0) {
-        reason_add(why, "memfd_create: %s", strerror(errno));
-        return OPEN_REFUSED;
+        *step = "memfd_create";
+        return -1;
     }
-    int err = copy_library(c->source, fd);
+    int err = copy_library(source, fd);
     if (err) {
         close(fd);
-        reason_add(why, "memfd: copying %s: %s", c->source, strerror(err));
-        return OPEN_REFUSED;
+        *step = "memfd: copying the library";
+        errno = err;
+        return -1;
     }
+    return fd;
+}
+#endif
+
+/* ---- one copy for all the children of a process ---------------------------
+ * Children loading a copy each would each hold their own 3 MB; children
+ * mapping the same file share its pages. So a process whose runtime started
+ * makes one sealed memfd copy at its first fork (the pthread_atfork prepare
+ * handler), and its children inherit the descriptor. A child dlopens it
+ * (no ancestor mapped that file) and closes the descriptor; a child that
+ * does not load keeps it for its own children. The parent keeps it open
+ * (one descriptor, close-on-exec) for its later forks. */
+static int prepared_fd = -1;
+static dev_t prepared_dev;
+static ino_t prepared_ino;
+static int prepare_failed;
+
+static int copy_mode_allows_memfd(void)
+{
+    const char *mode = getenv("FARCE_CORE_COPY");
+    return !mode || !*mode || strcmp(mode, "auto") == 0 || strcmp(mode, "memfd") == 0;
+}
+
+static void atfork_prepare(void)
+{
+#ifdef SYS_memfd_create
+    if (!current || prepared_fd >= 0 || prepare_failed || !copy_mode_allows_memfd()) return;
+    char name[64];
+    snprintf(name, sizeof(name), "farce-core-gen%llu", (unsigned long long)farce_fork_generation + 1);
+    const char *step;
+    int fd = memfd_copy(current->source, name, MFD_ALLOW_SEALING, &step);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0) close(fd);
+        prepare_failed = 1; /* the children make their own copies (and say why if they cannot) */
+        return;
+    }
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    prepared_fd = fd;
+    prepared_dev = st.st_dev;
+    prepared_ino = st.st_ino;
+#endif
+}
+
+/* Whether prepared_fd is still the copy a parent prepared (the program may
+ * have closed it and reused the number). */
+static int prepared_copy_usable(void)
+{
+    struct stat st;
+    return prepared_fd >= 0 && fstat(prepared_fd, &st) == 0 && st.st_dev == prepared_dev && st.st_ino == prepared_ino;
+}
+
+static void forget_prepared_copy(void)
+{
+    if (prepared_fd >= 0 && prepared_copy_usable()) close(prepared_fd);
+    prepared_fd = -1;
+    prepare_failed = 0;
+}
+
+static enum open_result open_memfd(struct core_copy *c, int fd, const char *label, struct reasons *why, char *broken,
+                                   size_t blen)
+{
     if (!unused_fd_path(fd, c->mapped, sizeof(c->mapped))) {
-        close(fd);
-        reason_add(why, "memfd: every name for descriptor %d is taken by a loaded library", fd);
+        reason_add(why, "%s: every name for descriptor %d is taken by a loaded library", label, fd);
         return OPEN_REFUSED;
     }
     c->kind = "memfd";
     size_t before = why->len;
-    reason_add(why, "memfd: ");
+    reason_add(why, "%s: ", label);
     enum open_result r = open_core(c, c->mapped, why, broken, blen);
     if (r != OPEN_REFUSED) why->len = before, why->text[before] = 0;
+    if (r == OPENED) {
+        char link[64];
+        ssize_t n;
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        n = readlink(link, c->mapped, sizeof(c->mapped) - 1); /* "/memfd:farce-core-genN (deleted)" */
+        c->mapped[n > 0 ? n : 0] = 0;
+    }
+    return r;
+}
+
+static enum open_result try_memfd(struct core_copy *c, struct reasons *why, char *broken, size_t blen)
+{
+#ifdef SYS_memfd_create
+    if (prepared_copy_usable()) {
+        enum open_result r = open_memfd(c, prepared_fd, "the parent's memfd copy", why, broken, blen);
+        if (r == OPENED) c->shared = 1;
+        forget_prepared_copy(); /* mapped here (or refused): this process's children need another */
+        if (r != OPEN_REFUSED) return r;
+    }
+    prepared_fd = -1;
+    prepare_failed = 0;
+    char name[64];
+    snprintf(name, sizeof(name), "farce-core-gen%llu", (unsigned long long)farce_fork_generation);
+    const char *step = NULL;
+    int fd = memfd_copy(c->source, name, 0, &step);
+    if (fd < 0) {
+        reason_add(why, "%s: %s", step, strerror(errno));
+        return OPEN_REFUSED;
+    }
+    enum open_result r = open_memfd(c, fd, "memfd", why, broken, blen);
     close(fd); /* the mapping keeps the memory */
-    if (r == OPENED) snprintf(c->mapped, sizeof(c->mapped), "/memfd:%s", name);
     return r;
 #else
     reason_add(why, "memfd_create: not available on this system");
@@ -525,6 +624,7 @@ static VALUE core_info(VALUE mod)
         SET("kind", ID2SYM(rb_intern(current->kind)));
         SET("library", rb_str_new_cstr(current->source));
         SET("mapped_as", rb_str_new_cstr(current->mapped));
+        SET("shared_with_siblings", current->shared ? Qtrue : Qfalse);
         SET("generation", ULL2NUM(current->generation));
         SET("pid", INT2NUM(current->pid));
         SET("loaded_at", rb_time_nano_new(current->loaded_at.tv_sec, current->loaded_at.tv_nsec));
