@@ -3,6 +3,7 @@
 require_relative "farce/version"
 require_relative "farce/native"
 require_relative "farce/scheduler"
+require_relative "farce/fork"
 
 # farce is a Fiber::Scheduler whose core (waits, timers, ready queue, kernel
 # drivers) is written in Go.
@@ -18,6 +19,10 @@ module Farce
   # the remaining fibers are abandoned and the exception propagates.
   def self.run(**options, &block)
     raise ArgumentError, "Farce.run needs a block" unless block
+    # A child forked inside a fiber runs on in that (non-blocking) fiber,
+    # which Ruby made its root (the process exits when it ends), with no
+    # scheduler left (lib/farce/fork.rb); the loop needs a blocking fiber.
+    return Fiber.new(blocking: true) { run(**options, &block) }.resume if !Fiber.blocking? && Fiber.scheduler.nil?
 
     previous = Fiber.scheduler
     scheduler = Scheduler.new(**options)

@@ -29,6 +29,8 @@ struct farce_core_api {
     int64_t (*cancel_op)(int64_t h, uint64_t token);
 };
 
+/* The table of the copy this process loaded (all zero before the first
+ * load, and again in a forked child until it loads its own copy). */
 extern struct farce_core_api farce_core;
 extern VALUE farce_eError;
 
@@ -36,16 +38,24 @@ extern VALUE farce_eError;
  * created under and is inert when it differs. */
 extern volatile uint64_t farce_fork_generation;
 
-/* Loads the Go core if needed; raises Farce::Error when it cannot (missing
- * library, or a child of a process whose Go runtime had started). */
+/* Loads the Go core if this process has none yet: the library itself in a
+ * process where no Go runtime ever started, otherwise (a child of one that
+ * started it) a fresh copy for this fork generation. Raises Farce::Error
+ * when it cannot, naming every place tried. */
 void farce_core_load(void);
-/* Raises that Farce::Error without loading anything when this process is a
- * child of one whose Go runtime had started (the core can never load here). */
+/* Raises the Farce::Error of the last failed load in this fork generation,
+ * without trying again (a selector fails at creation, not at its first wait). */
 void farce_core_check_usable(void);
 
-/* Whether this process has the Go runtime running. */
+/* Whether this process has loaded a core of its own. */
 int farce_core_loaded(void);
-/* Installs the fork handler; called once from Init. */
+/* The fork generation of the loaded core (UINT64_MAX when none). */
+uint64_t farce_core_generation(void);
+/* The loaded copy's table (NULL when none). It stays valid for the life of
+ * the process: a front end may keep the pointer it was created with, so that
+ * it always calls the copy its handle belongs to. */
+const struct farce_core_api *farce_core_current(void);
+/* Installs the fork handler and defines Farce.core_info; called once from Init. */
 void farce_core_loader_init(void);
 
 #endif

@@ -100,6 +100,24 @@ func durationNS(ns C.int64_t) time.Duration {
 //export farce_core_abi
 func farce_core_abi() C.int64_t { return 1 }
 
+// farce_set_handle_base makes the handles this copy of the core hands out
+// start after base; it must come before the first farce_new. The loader
+// gives each fork generation its own range (a forked child loads a fresh
+// copy of this library), so that a handle inherited from a parent's copy is
+// unknown here: a stray call with one fails with FARCE_E_HANDLE instead of
+// reaching one of this copy's schedulers.
+//
+//export farce_set_handle_base
+func farce_set_handle_base(base C.int64_t) C.int64_t {
+	handlesMu.Lock()
+	defer handlesMu.Unlock()
+	if base < 0 || len(handles) > 0 || nextID > int64(base) {
+		return -C.FARCE_E_ARGUMENT
+	}
+	nextID = int64(base)
+	return 0
+}
+
 // farce_new creates a scheduler. On success it returns a handle > 0 and
 // fills name (the backend chosen), reason (why auto fell back, or "") and
 // wakeFD. On failure it returns a negative code and fills reason with the
