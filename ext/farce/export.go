@@ -365,3 +365,44 @@ func farce_cancel_op(h C.int64_t, token C.uint64_t) C.int64_t {
 	defer c.mu.Unlock()
 	return boolCode(c.s.CancelOp(sched.Token(token)))
 }
+
+// farce_ops_in_flight returns how many completion operations have not
+// completed yet: their memory is still the kernel's.
+//
+//export farce_ops_in_flight
+func farce_ops_in_flight(h C.int64_t) C.int64_t {
+	c := acquire(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	defer c.mu.Unlock()
+	return C.int64_t(c.s.OpsInFlight())
+}
+
+// farce_drain_ops cancels every completion operation in flight and waits
+// up to timeoutNS (negative: no limit) for the kernel to complete them; it
+// returns how many are still in flight (0: every operation's memory may be
+// released), -EEXIST when called from a thread other than the one that
+// runs the scheduler (only that thread can reap an io_uring ring's
+// completions), or -EINTR (run interrupts, call again). It blocks: call it
+// with the GVL released, with a short timeout in a loop. The completions
+// it reaped finish their waits as usual (farce_poll hands them out).
+//
+// A front end must not release any operation's memory (unpin a buffer or
+// fiber) before this returned 0: closing, abandoning, and a scheduler
+// collected by GC (which must therefore stay reachable while operations
+// are in flight).
+//
+//export farce_drain_ops
+func farce_drain_ops(h C.int64_t, timeoutNS C.int64_t) C.int64_t {
+	c := acquire(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	defer c.mu.Unlock()
+	left, err := c.s.DrainOps(durationNS(timeoutNS))
+	if err != nil {
+		return c.fail(err)
+	}
+	return C.int64_t(left)
+}

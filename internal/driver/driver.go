@@ -181,3 +181,12 @@ type Completer interface {
 	// OpsInFlight is how many Ops have not produced their OpResult yet.
 	OpsInFlight() int
 }
+
+// Drainer is implemented by Completers that can wait for their operations
+// to end: DrainOps cancels every Op in flight and waits up to timeout
+// (negative: no limit) for their OpResults (handed out by Completions),
+// returning how many are still in flight. Memory an Op names may be
+// released only once this reports 0.
+type Drainer interface {
+	DrainOps(timeout time.Duration) (left int, err error)
+}
