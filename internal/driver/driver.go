@@ -90,6 +90,12 @@ type Driver interface {
 	Close() error
 }
 
+// MaxFD bounds the descriptor numbers drivers (and the scheduler) accept:
+// tables indexed by descriptor grow to the largest number seen, so a bogus
+// huge number must be refused before it allocates (2^24 entries are
+// already hundreds of MB; doubling past 2^30 overflows an int32).
+const MaxFD = 1 << 24
+
 // ErrNotPollable is returned by Arm for descriptors that cannot be watched.
 var ErrNotPollable = errors.New("descriptor cannot be polled (regular file?)")
 

@@ -182,7 +182,7 @@ func (u *URing) queueRemove(target uint64) error {
 }
 
 func (u *URing) Arm(fd int, seq uint32, events Events) error {
-	if fd < 0 || fd >= 1<<30 {
+	if fd < 0 || fd >= MaxFD {
 		return fmt.Errorf("io_uring: invalid descriptor %d", fd)
 	}
 	e := u.entry(fd)

@@ -83,7 +83,7 @@ func (u *URing) SubmitOp(op Op) error {
 	if !u.opsOn {
 		return fmt.Errorf("%w: io_uring completion operations are off", ErrUnavailable)
 	}
-	if op.FD < 0 || op.Ptr == 0 || op.Len == 0 || op.Len > 1<<30 || op.Kind < OpRead || op.Kind > OpPwrite {
+	if op.FD < 0 || op.FD >= MaxFD || op.Ptr == 0 || op.Len == 0 || op.Len > 1<<30 || op.Kind < OpRead || op.Kind > OpPwrite {
 		return fmt.Errorf("io_uring: invalid operation %+v", op)
 	}
 	if (op.Kind == OpPread || op.Kind == OpPwrite) && op.Offset < 0 {

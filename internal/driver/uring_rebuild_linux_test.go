@@ -123,3 +123,16 @@ func TestURingDrainOps(t *testing.T) {
 	assert.Zero(t, left)
 	assert.False(t, errors.Is(err, ErrForeignThread))
 }
+
+// Issue 13 item 10: a descriptor number beyond MaxFD is refused before the
+// per-descriptor table grows (2^30 used to be accepted: a 12 GB table).
+func TestURingRefusesHugeDescriptors(t *testing.T) {
+	u := uringOpsOrSkip(t, "defer")
+	for _, fd := range []int{MaxFD, 1 << 30, 1<<31 - 1, -1} {
+		assert.Error(t, u.Arm(fd, 1, Readable), "fd %d", fd)
+	}
+	assert.Less(t, len(u.fds), 1<<20, "the table grew for a refused descriptor")
+	b := make([]byte, 1)
+	assert.Error(t, u.SubmitOp(Op{Kind: OpRead, FD: MaxFD, Ptr: uintptr(unsafe.Pointer(&b[0])), Len: 1, ID: 1}))
+	assert.Equal(t, 0, u.OpsInFlight())
+}
