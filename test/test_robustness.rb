@@ -388,6 +388,30 @@ class TestRobustness < Minitest::Test
     end
   end
 
+  # Item 9: since the table no longer keeps IOs alive, a collected IO's
+  # number (and often its address) comes back with a new IO: waits on the
+  # new one must see it as new (registered afresh), never hang.
+  def test_item9_reused_numbers_after_gc_are_new_ios
+    each_backend do |b|
+      out, status = ruby_subprocess(<<~RUBY, timeout: 60)
+        require "farce"
+        ok = 0
+        Farce.run(backend: :#{b}) do
+          300.times do |i|
+            r, w = IO.pipe
+            Fiber.schedule { sleep 0.001; w.write("x") }
+            ok += 1 if r.wait_readable(5) && r.read_nonblock(1) == "x"
+            r = w = nil
+            GC.start if i % 3 == 0
+          end
+        end
+        puts "ok=\#{ok}"
+      RUBY
+      assert status.success?, "#{b}: #{out}"
+      assert_match(/ok=300/, out, b)
+    end
+  end
+
   # Item 10: `IO#reopen` onto another open file keeps the IO object and
   # the number; a wait afterwards must follow the new file.
   def test_item10_reopen_after_a_wait_follows_the_new_file
