@@ -15,6 +15,7 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -29,11 +30,37 @@ func main() {}
 
 // core is one scheduler behind a handle. mu serialises the loop thread with
 // other Ruby threads asking for stats or closing; it is released while the
-// driver blocks.
+// driver blocks, and polling says so: the driver is then in use outside
+// the lock, so calls that touch it (arming, forgetting, submitting
+// operations) refuse (errBusyPolling) instead of racing with it (the poll
+// driver's map, io_uring's submission queue), and close waits for the
+// poll to end (after waking it) instead of freeing the driver under it.
 type core struct {
 	mu      sync.Mutex
+	idle    sync.Cond // broadcast when polling ends
+	polling bool
 	s       *sched.Scheduler
 	lastErr string
+}
+
+// errBusyPolling: a call that touches the driver arrived while the loop's
+// thread waits in it: it came from another thread.
+var errBusyPolling = fmt.Errorf("%w: the scheduler's loop is waiting on another thread; use a scheduler only from the thread that runs it (Fiber::Scheduler#unblock wakes a fiber from any thread)", unix.EBUSY)
+
+// acquireDriver is acquire for calls that touch the driver: nil with code
+// set when the handle is unknown or the driver is busy in a poll.
+func acquireDriver(h C.int64_t, code *C.int64_t) *core {
+	c := acquire(h)
+	if c == nil {
+		*code = -C.FARCE_E_HANDLE
+		return nil
+	}
+	if c.polling {
+		*code = c.fail(errBusyPolling)
+		c.mu.Unlock()
+		return nil
+	}
+	return c
 }
 
 var (
@@ -121,7 +148,9 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	handlesMu.Lock()
 	nextID++
 	id := nextID
-	handles[id] = &core{s: sched.New(d, nil)}
+	c := &core{s: sched.New(d, nil)}
+	c.idle.L = &c.mu
+	handles[id] = c
 	handlesMu.Unlock()
 	return C.int64_t(id)
 }
@@ -137,6 +166,10 @@ func farce_close(h C.int64_t) C.int64_t {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for c.polling { // never free the driver under a running poll: end it first
+		c.s.Driver().Wake()
+		c.idle.Wait()
+	}
 	if err := c.s.Close(); err != nil {
 		return c.fail(err)
 	}
@@ -163,9 +196,10 @@ func farce_wait_fd(h C.int64_t, fd C.int, events C.uint32_t, timeoutNS C.int64_t
 	if token == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c := acquire(h)
+	var code C.int64_t
+	c := acquireDriver(h, &code)
 	if c == nil {
-		return -C.FARCE_E_HANDLE
+		return code
 	}
 	defer c.mu.Unlock()
 	tok, ready, err := c.s.WaitFD(int(fd), sched.Events(events), durationNS(timeoutNS), sched.Readiness(known))
@@ -236,9 +270,10 @@ func farce_cancel(h C.int64_t, token C.uint64_t) C.int64_t {
 
 //export farce_forget_fd
 func farce_forget_fd(h C.int64_t, fd C.int) C.int64_t {
-	c := acquire(h)
+	var code C.int64_t
+	c := acquireDriver(h, &code)
 	if c == nil {
-		return -C.FARCE_E_HANDLE
+		return code
 	}
 	defer c.mu.Unlock()
 	if err := c.s.ForgetFD(int(fd)); err != nil {
@@ -266,6 +301,9 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	if c.s.Closed() {
 		return -C.FARCE_E_HANDLE
 	}
+	if c.polling {
+		return c.fail(errBusyPolling)
+	}
 	timeout := c.s.BeginPoll()
 	if limit := time.Duration(blockNS); limit >= 0 && (timeout < 0 || timeout > limit) {
 		timeout = limit
@@ -276,9 +314,12 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	if timeout == 0 {
 		n, err = c.s.Driver().Wait(buf, 0)
 	} else {
-		c.mu.Unlock() // let other threads read stats while we sleep
+		c.polling = true
+		c.mu.Unlock() // let other threads read stats and wake us while we sleep
 		n, err = c.s.Driver().Wait(buf, timeout)
 		c.mu.Lock()
+		c.polling = false
+		c.idle.Broadcast()
 	}
 	if err != nil {
 		c.s.EndPoll(nil)
@@ -338,9 +379,10 @@ func farce_submit_op(h C.int64_t, kind C.int, fd C.int, ptr C.uint64_t, length C
 	if token == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c := acquire(h)
+	var code C.int64_t
+	c := acquireDriver(h, &code)
 	if c == nil {
-		return -C.FARCE_E_HANDLE
+		return code
 	}
 	defer c.mu.Unlock()
 	tok, err := c.s.SubmitOp(driver.OpKind(kind), int(fd), uintptr(ptr), uint64(length), int64(offset))
@@ -358,9 +400,10 @@ func farce_submit_op(h C.int64_t, kind C.int, fd C.int, ptr C.uint64_t, length C
 //
 //export farce_cancel_op
 func farce_cancel_op(h C.int64_t, token C.uint64_t) C.int64_t {
-	c := acquire(h)
+	var code C.int64_t
+	c := acquireDriver(h, &code)
 	if c == nil {
-		return -C.FARCE_E_HANDLE
+		return code
 	}
 	defer c.mu.Unlock()
 	return boolCode(c.s.CancelOp(sched.Token(token)))
@@ -395,9 +438,10 @@ func farce_ops_in_flight(h C.int64_t) C.int64_t {
 //
 //export farce_drain_ops
 func farce_drain_ops(h C.int64_t, timeoutNS C.int64_t) C.int64_t {
-	c := acquire(h)
+	var code C.int64_t
+	c := acquireDriver(h, &code)
 	if c == nil {
-		return -C.FARCE_E_HANDLE
+		return code
 	}
 	defer c.mu.Unlock()
 	left, err := c.s.DrainOps(durationNS(timeoutNS))
