@@ -129,7 +129,10 @@ void farce_fd_table_forget_closed(farce_fd_table *t, int64_t handle)
 
 void farce_fd_table_forget(farce_fd_table *t, int64_t handle, int fd)
 {
-    if (handle) farce_core.forget_fd(handle, fd);
+    if (handle) {
+        farce_stack_guard(); /* io_close runs on the closing fiber's stack */
+        farce_core.forget_fd(handle, fd);
+    }
     if (fd >= 0 && fd < t->nfds) memset(&t->fds[fd], 0, sizeof(farce_fd_ent));
 }
 
