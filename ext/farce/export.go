@@ -15,7 +15,6 @@ import "C"
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -45,7 +44,7 @@ type core struct {
 
 // errBusyPolling: a call that touches the driver arrived while the loop's
 // thread waits in it: it came from another thread.
-var errBusyPolling = fmt.Errorf("%w: the scheduler's loop is waiting on another thread; use a scheduler only from the thread that runs it (Fiber::Scheduler#unblock wakes a fiber from any thread)", unix.EBUSY)
+var errBusyPolling = errors.New("the scheduler's loop is waiting on another thread; use a scheduler only from the thread that runs it (Fiber::Scheduler#unblock wakes a fiber from any thread)")
 
 // acquireDriver is acquire for calls that touch the driver: nil with code
 // set when the handle is unknown or the driver is busy in a poll.
@@ -99,6 +98,8 @@ func (c *core) fail(err error) C.int64_t {
 	c.lastErr = err.Error()
 	var errno unix.Errno
 	switch {
+	case errors.Is(err, errBusyPolling), errors.Is(err, driver.ErrForeignThread):
+		return -C.FARCE_E_THREAD // Farce::Error with the message: not a system error
 	case errors.As(err, &errno):
 		return -C.int64_t(errno)
 	case errors.Is(err, sched.ErrClosed):
@@ -425,8 +426,8 @@ func farce_ops_in_flight(h C.int64_t) C.int64_t {
 // farce_drain_ops cancels every completion operation in flight and waits
 // up to timeoutNS (negative: no limit) for the kernel to complete them; it
 // returns how many are still in flight (0: every operation's memory may be
-// released), -EEXIST when called from a thread other than the one that
-// runs the scheduler (only that thread can reap an io_uring ring's
+// released), -FARCE_E_THREAD when called from a thread other than the one
+// that runs the scheduler (only that thread can reap an io_uring ring's
 // completions), or -EINTR (run interrupts, call again). It blocks: call it
 // with the GVL released, with a short timeout in a loop. The completions
 // it reaped finish their waits as usual (farce_poll hands them out).
