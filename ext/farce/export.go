@@ -29,11 +29,37 @@ func main() {}
 
 // core is one scheduler behind a handle. mu serialises the loop thread with
 // other Ruby threads asking for stats or closing; it is released while the
-// driver blocks.
+// driver blocks, and polling says so: the driver is then in use outside
+// the lock, so calls that touch it (arming, forgetting, submitting
+// operations) refuse (errBusyPolling) instead of racing with it (the poll
+// driver's map, io_uring's submission queue), and close waits for the
+// poll to end (after waking it) instead of freeing the driver under it.
 type core struct {
 	mu      sync.Mutex
+	idle    sync.Cond // broadcast when polling ends
+	polling bool
 	s       *sched.Scheduler
 	lastErr string
+}
+
+// errBusyPolling: a call that touches the driver arrived while the loop's
+// thread waits in it: it came from another thread.
+var errBusyPolling = errors.New("the scheduler's loop is waiting on another thread; use a scheduler only from the thread that runs it (Fiber::Scheduler#unblock wakes a fiber from any thread)")
+
+// acquireDriver is acquire for calls that touch the driver: nil with code
+// set when the handle is unknown or the driver is busy in a poll.
+func acquireDriver(h C.int64_t, code *C.int64_t) *core {
+	c := acquire(h)
+	if c == nil {
+		*code = -C.FARCE_E_HANDLE
+		return nil
+	}
+	if c.polling {
+		*code = c.fail(errBusyPolling)
+		c.mu.Unlock()
+		return nil
+	}
+	return c
 }
 
 var (
@@ -72,6 +98,8 @@ func (c *core) fail(err error) C.int64_t {
 	c.lastErr = err.Error()
 	var errno unix.Errno
 	switch {
+	case errors.Is(err, errBusyPolling), errors.Is(err, driver.ErrForeignThread):
+		return -C.FARCE_E_THREAD // Farce::Error with the message: not a system error
 	case errors.As(err, &errno):
 		return -C.int64_t(errno)
 	case errors.Is(err, sched.ErrClosed):
@@ -139,7 +167,9 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	handlesMu.Lock()
 	nextID++
 	id := nextID
-	handles[id] = &core{s: sched.New(d, nil)}
+	c := &core{s: sched.New(d, nil)}
+	c.idle.L = &c.mu
+	handles[id] = c
 	handlesMu.Unlock()
 	return C.int64_t(id)
 }
@@ -155,6 +185,10 @@ func farce_close(h C.int64_t) C.int64_t {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for c.polling { // never free the driver under a running poll: end it first
+		c.s.Driver().Wake()
+		c.idle.Wait()
+	}
 	if err := c.s.Close(); err != nil {
 		return c.fail(err)
 	}
@@ -181,9 +215,10 @@ func farce_wait_fd(h C.int64_t, fd C.int, events C.uint32_t, timeoutNS C.int64_t
 	if token == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c := acquire(h)
+	var code C.int64_t
+	c := acquireDriver(h, &code)
 	if c == nil {
-		return -C.FARCE_E_HANDLE
+		return code
 	}
 	defer c.mu.Unlock()
 	tok, ready, err := c.s.WaitFD(int(fd), sched.Events(events), durationNS(timeoutNS), sched.Readiness(known))
@@ -254,9 +289,10 @@ func farce_cancel(h C.int64_t, token C.uint64_t) C.int64_t {
 
 //export farce_forget_fd
 func farce_forget_fd(h C.int64_t, fd C.int) C.int64_t {
-	c := acquire(h)
+	var code C.int64_t
+	c := acquireDriver(h, &code)
 	if c == nil {
-		return -C.FARCE_E_HANDLE
+		return code
 	}
 	defer c.mu.Unlock()
 	if err := c.s.ForgetFD(int(fd)); err != nil {
@@ -284,6 +320,9 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	if c.s.Closed() {
 		return -C.FARCE_E_HANDLE
 	}
+	if c.polling {
+		return c.fail(errBusyPolling)
+	}
 	timeout := c.s.BeginPoll()
 	if limit := time.Duration(blockNS); limit >= 0 && (timeout < 0 || timeout > limit) {
 		timeout = limit
@@ -294,9 +333,12 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	if timeout == 0 {
 		n, err = c.s.Driver().Wait(buf, 0)
 	} else {
-		c.mu.Unlock() // let other threads read stats while we sleep
+		c.polling = true
+		c.mu.Unlock() // let other threads read stats and wake us while we sleep
 		n, err = c.s.Driver().Wait(buf, timeout)
 		c.mu.Lock()
+		c.polling = false
+		c.idle.Broadcast()
 	}
 	if err != nil {
 		c.s.EndPoll(nil)
@@ -356,9 +398,10 @@ func farce_submit_op(h C.int64_t, kind C.int, fd C.int, ptr C.uint64_t, length C
 	if token == nil {
 		return -C.FARCE_E_HANDLE
 	}
-	c := acquire(h)
+	var code C.int64_t
+	c := acquireDriver(h, &code)
 	if c == nil {
-		return -C.FARCE_E_HANDLE
+		return code
 	}
 	defer c.mu.Unlock()
 	tok, err := c.s.SubmitOp(driver.OpKind(kind), int(fd), uintptr(ptr), uint64(length), int64(offset))
@@ -376,10 +419,53 @@ func farce_submit_op(h C.int64_t, kind C.int, fd C.int, ptr C.uint64_t, length C
 //
 //export farce_cancel_op
 func farce_cancel_op(h C.int64_t, token C.uint64_t) C.int64_t {
+	var code C.int64_t
+	c := acquireDriver(h, &code)
+	if c == nil {
+		return code
+	}
+	defer c.mu.Unlock()
+	return boolCode(c.s.CancelOp(sched.Token(token)))
+}
+
+// farce_ops_in_flight returns how many completion operations have not
+// completed yet: their memory is still the kernel's.
+//
+//export farce_ops_in_flight
+func farce_ops_in_flight(h C.int64_t) C.int64_t {
 	c := acquire(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
 	}
 	defer c.mu.Unlock()
-	return boolCode(c.s.CancelOp(sched.Token(token)))
+	return C.int64_t(c.s.OpsInFlight())
+}
+
+// farce_drain_ops cancels every completion operation in flight and waits
+// up to timeoutNS (negative: no limit) for the kernel to complete them; it
+// returns how many are still in flight (0: every operation's memory may be
+// released), -FARCE_E_THREAD when called from a thread other than the one
+// that runs the scheduler (only that thread can reap an io_uring ring's
+// completions), or -EINTR (run interrupts, call again). It blocks: call it
+// with the GVL released, with a short timeout in a loop. The completions
+// it reaped finish their waits as usual (farce_poll hands them out).
+//
+// A front end must not release any operation's memory (unpin a buffer or
+// fiber) before this returned 0: closing, abandoning, and a scheduler
+// collected by GC (which must therefore stay reachable while operations
+// are in flight).
+//
+//export farce_drain_ops
+func farce_drain_ops(h C.int64_t, timeoutNS C.int64_t) C.int64_t {
+	var code C.int64_t
+	c := acquireDriver(h, &code)
+	if c == nil {
+		return code
+	}
+	defer c.mu.Unlock()
+	left, err := c.s.DrainOps(durationNS(timeoutNS))
+	if err != nil {
+		return c.fail(err)
+	}
+	return C.int64_t(left)
 }

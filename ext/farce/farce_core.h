@@ -35,6 +35,7 @@ typedef struct farce_completion {
 #define FARCE_E_HANDLE 100000   /* unknown or closed scheduler handle */
 #define FARCE_E_ARGUMENT 100001 /* invalid argument (message in last_error) */
 #define FARCE_E_BACKEND 100002  /* backend unknown or unavailable (message) */
+#define FARCE_E_THREAD 100003   /* called from a thread other than the loop's (message) */
 
 /* stats slots filled by farce_stats */
 enum {

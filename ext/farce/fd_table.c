@@ -2,6 +2,21 @@
 
 /*
  * Descriptor identity for the front ends; see fd_table.h.
+ *
+ * The table must not keep the IOs it saw alive: an IO dropped without
+ * close is finalized by GC, which closes its descriptor (issue 13 item 9:
+ * marking them leaked every descriptor ever waited on, toward EMFILE). So
+ * an entry remembers its IO without marking it, and dereferences it only
+ * while it is known alive:
+ *
+ *   - rb_gc_count() unchanged since the IO was last seen alive: no object
+ *     has been freed since, so the address still names that IO;
+ *   - otherwise the IO's object id is looked up in a WeakMap, which answers
+ *     nil once the IO is garbage. A new object at a reused address has
+ *     another id.
+ *
+ * The common case (the same IO waited on again with no GC in between)
+ * costs one rb_gc_count() call.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -12,30 +27,84 @@
 #include "fd_table.h"
 #include "glue.h"
 
+static ID id_aref, id_aset;
+static VALUE cWeakMap;
+
 static void grow(farce_fd_table *t, int fd)
 {
     if (fd < t->nfds) return;
     int n = t->nfds ? t->nfds : 64;
-    while (n <= fd) n *= 2;
+    while (n <= fd) n *= 2; /* fd < FARCE_FD_MAX: no overflow */
     REALLOC_N(t->fds, farce_fd_ent, n);
     memset(t->fds + t->nfds, 0, (n - t->nfds) * sizeof(farce_fd_ent));
     t->nfds = n;
 }
 
+static void check_fd(int fd)
+{
+    if (fd < 0 || fd >= FARCE_FD_MAX) {
+        rb_raise(farce_eError, "descriptor %d is outside the range farce can wait on (0...%d)", fd, FARCE_FD_MAX);
+    }
+}
+
+static VALUE weak_map(farce_fd_table *t)
+{
+    if (!t->alive) {
+        if (!cWeakMap) {
+            cWeakMap = rb_const_get(rb_const_get(rb_cObject, rb_intern("ObjectSpace")), rb_intern("WeakMap"));
+            rb_gc_register_mark_object(cWeakMap);
+            id_aref = rb_intern("[]");
+            id_aset = rb_intern("[]=");
+        }
+        t->alive = rb_class_new_instance(0, NULL, cWeakMap);
+    }
+    return t->alive;
+}
+
+/* Whether f->io is still the live object it was: only then may it be
+ * dereferenced. */
+static int io_alive(farce_fd_table *t, farce_fd_ent *f)
+{
+    if (!f->io) return 0;
+    size_t gc = rb_gc_count();
+    if (f->gc_seen == gc) return 1;
+    if (!t->alive || !FIXNUM_P(f->io_id) || rb_funcall(t->alive, id_aref, 1, f->io_id) != f->io) return 0;
+    f->gc_seen = gc;
+    return 1;
+}
+
+/* Whether f->io is io (alive: the caller holds it). */
+static int same_io(farce_fd_ent *f, VALUE io)
+{
+    if (f->io != io) return 0;
+    size_t gc = rb_gc_count();
+    if (f->gc_seen == gc) return 1; /* nothing freed since: the address still names f's IO */
+    if (rb_obj_id(io) != f->io_id) return 0; /* a new object where a collected one was */
+    f->gc_seen = gc;
+    return 1;
+}
+
 farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE backend, VALUE io, int fd)
 {
+    check_fd(fd);
     grow(t, fd);
     farce_fd_ent *f = &t->fds[fd];
-    if (f->io == io) return f;
-    int shared = f->io && farce_io_fd_or_closed(f->io) == fd; /* two IOs, one open descriptor */
+    if (same_io(f, io)) return f;
+    /* two IOs, one open descriptor (for_fd, autoclose off) */
+    int shared = io_alive(t, f) && f->io != io && farce_io_fd_or_closed(f->io) == fd;
     if (f->io && !shared && handle) { /* no handle: no core yet, nothing registered there */
         farce_stack_guard();
         int64_t r = farce_core.forget_fd(handle, fd);
         if (r < 0) farce_raise_core_error(handle, r, "forget descriptor", backend);
     }
+    VALUE id = rb_obj_id(io);
+    VALUE alive = weak_map(t); /* first: it also sets id_aset */
+    rb_funcall(alive, id_aset, 2, id, io);
     struct stat st;
     int flags = fcntl(fd, F_GETFL);
     f->io = io;
+    f->io_id = FIXNUM_P(id) ? id : Qfalse; /* never a Bignum on 64-bit hosts; Qfalse: checked each GC */
+    f->gc_seen = rb_gc_count();
     f->drained = 0;
     f->async = 0;
     f->blocking = flags >= 0 && !(flags & O_NONBLOCK);
@@ -52,22 +121,25 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
 void farce_fd_table_forget_closed(farce_fd_table *t, int64_t handle)
 {
     for (int fd = 0; fd < t->nfds; fd++) {
-        VALUE io = t->fds[fd].io;
-        if (io && farce_io_fd_or_closed(io) != fd) farce_fd_table_forget(t, handle, fd);
+        farce_fd_ent *f = &t->fds[fd];
+        if (!f->io) continue;
+        if (!io_alive(t, f) || farce_io_fd_or_closed(f->io) != fd) farce_fd_table_forget(t, handle, fd);
     }
 }
 
 void farce_fd_table_forget(farce_fd_table *t, int64_t handle, int fd)
 {
-    if (handle) farce_core.forget_fd(handle, fd);
+    if (handle) {
+        farce_stack_guard(); /* io_close runs on the closing fiber's stack */
+        farce_core.forget_fd(handle, fd);
+    }
     if (fd >= 0 && fd < t->nfds) memset(&t->fds[fd], 0, sizeof(farce_fd_ent));
 }
 
 void farce_fd_table_mark(const farce_fd_table *t)
 {
-    for (int fd = 0; fd < t->nfds; fd++) {
-        if (t->fds[fd].io) rb_gc_mark(t->fds[fd].io);
-    }
+    /* the IOs are deliberately not marked (see the top of this file) */
+    if (t->alive) rb_gc_mark(t->alive);
 }
 
 void farce_fd_table_clear(farce_fd_table *t)
@@ -80,6 +152,7 @@ void farce_fd_table_free(farce_fd_table *t)
     xfree(t->fds);
     t->fds = NULL;
     t->nfds = 0;
+    t->alive = 0;
 }
 
 size_t farce_fd_table_memsize(const farce_fd_table *t) { return t->nfds * sizeof(farce_fd_ent); }

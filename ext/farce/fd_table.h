@@ -12,7 +12,9 @@
 #include <ruby.h>
 
 typedef struct {
-    VALUE io;         /* the IO object last waited on with this number (marked) */
+    VALUE io;         /* the IO object last waited on with this number: NOT marked (see fd_table.c) */
+    VALUE io_id;      /* its object id (a Fixnum): tells it from a new object at the same address */
+    size_t gc_seen;   /* rb_gc_count() when io was last known alive */
     uint8_t stream;   /* socket or FIFO: a short read means it was drained */
     uint8_t blocking; /* O_NONBLOCK was clear: never read before it is ready */
     uint8_t pollable; /* not a regular file or directory */
@@ -23,17 +25,24 @@ typedef struct {
 typedef struct {
     farce_fd_ent *fds;
     int nfds;
+    VALUE alive; /* ObjectSpace::WeakMap: object id => IO, while the IO lives (marked) */
 } farce_fd_table;
 
+/* Descriptor numbers the table accepts: the Go core's bound. A larger one
+ * raises before any table grows (2^24 entries would be ~512 MB, and the
+ * doubling overflows at 2^30). */
+#define FARCE_FD_MAX (1 << 24)
+
 /* The entry for fd as used by io. When the number changed hands (the old IO
- * was closed), the core forgets it: the old owner's waiters wake with
- * IOError and stale events are dropped. Raises on core errors. A handle of
+ * was closed, or collected), the core forgets it: the old owner's waiters
+ * wake with IOError and stale events are dropped. Raises on core errors and
+ * on numbers outside [0, FARCE_FD_MAX). A handle of
  * 0 means the front end has not started its core yet (the selector starts
  * it on first need): the core is then left alone, here and below. */
 farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE backend, VALUE io, int fd);
 
-/* Drops every descriptor whose IO was closed, waking its waiters. Ruby
- * before 4.0 tells a scheduler nothing when an IO is closed. */
+/* Drops every descriptor whose IO was closed or collected, waking its
+ * waiters. Ruby before 4.0 tells a scheduler nothing when an IO is closed. */
 void farce_fd_table_forget_closed(farce_fd_table *t, int64_t handle);
 
 /* Drops fd (io_close): its waiters wake with IOError at once. */

@@ -64,8 +64,9 @@ static int descriptor(VALUE io)
 
 /* Reads (or writes) at least `length` bytes of buffer[offset...] at file
  * position `from`, at least once when length is 0; returns the byte count,
- * or -errno when the first transfer fails. A read stops at end of file. */
-static VALUE positional_io(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
+ * or -errno when the first transfer fails. A read stops at end of file.
+ * Runs with the buffer locked (positional_locked). */
+static VALUE positional_transfer(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
 {
     size_t length = NUM2SIZET(length_v), offset = NUM2SIZET(offset_v), total = 0;
     off_t from = NUM2OFFT(from_v);
@@ -101,6 +102,40 @@ static VALUE positional_io(int writing, VALUE io, VALUE buffer, VALUE from_v, VA
         }
         return total ? SIZET2NUM(total) : INT2NUM(-a.error);
     }
+}
+
+/* IO::Buffer#locked? without raising (3.1 has no C accessor for it). */
+static ID id_locked_p;
+
+struct positional_call {
+    int writing;
+    VALUE io, buffer, from, length, offset;
+};
+
+static VALUE positional_call_body(VALUE p)
+{
+    struct positional_call *c = (struct positional_call *)p;
+    return positional_transfer(c->writing, c->io, c->buffer, c->from, c->length, c->offset);
+}
+
+static VALUE positional_call_unlock(VALUE buffer)
+{
+    rb_io_buffer_unlock(buffer);
+    return Qnil;
+}
+
+/* The worker thread transfers with the GVL released, so the loop's other
+ * fibers run meanwhile: the buffer is locked for the whole transfer so
+ * that none of them can resize or free it under the system call (they get
+ * IO::Buffer::LockedError). A buffer its owner locked already stays so. */
+static VALUE positional_io(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
+{
+    struct positional_call c = {writing, io, buffer, from_v, length_v, offset_v};
+    if (!rb_obj_is_kind_of(buffer, rb_cIOBuffer) || RTEST(rb_funcall(buffer, id_locked_p, 0))) {
+        return positional_call_body((VALUE)&c);
+    }
+    rb_io_buffer_lock(buffer);
+    return rb_ensure(positional_call_body, (VALUE)&c, positional_call_unlock, buffer);
 }
 
 #pragma GCC diagnostic push
@@ -178,6 +213,7 @@ static VALUE farce_pwrite(VALUE mod, VALUE io, VALUE buffer, VALUE from, VALUE l
 void farce_offload_init(VALUE mFarce, VALUE cScheduler)
 {
     id_offload_positional = rb_intern("__offload_positional");
+    id_locked_p = rb_intern("locked?");
     rb_define_method(cScheduler, "io_pread", sched_io_pread, 5);
     rb_define_method(cScheduler, "io_pwrite", sched_io_pwrite, 5);
     rb_define_singleton_method(mFarce, "__pread", farce_pread, 5);

@@ -90,6 +90,12 @@ type Driver interface {
 	Close() error
 }
 
+// MaxFD bounds the descriptor numbers drivers (and the scheduler) accept:
+// tables indexed by descriptor grow to the largest number seen, so a bogus
+// huge number must be refused before it allocates (2^24 entries are
+// already hundreds of MB; doubling past 2^30 overflows an int32).
+const MaxFD = 1 << 24
+
 // ErrNotPollable is returned by Arm for descriptors that cannot be watched.
 var ErrNotPollable = errors.New("descriptor cannot be polled (regular file?)")
 
@@ -180,4 +186,13 @@ type Completer interface {
 	Completions() []OpResult
 	// OpsInFlight is how many Ops have not produced their OpResult yet.
 	OpsInFlight() int
+}
+
+// Drainer is implemented by Completers that can wait for their operations
+// to end: DrainOps cancels every Op in flight and waits up to timeout
+// (negative: no limit) for their OpResults (handed out by Completions),
+// returning how many are still in flight. Memory an Op names may be
+// released only once this reports 0.
+type Drainer interface {
+	DrainOps(timeout time.Duration) (left int, err error)
 }

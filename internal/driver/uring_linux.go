@@ -182,7 +182,7 @@ func (u *URing) queueRemove(target uint64) error {
 }
 
 func (u *URing) Arm(fd int, seq uint32, events Events) error {
-	if fd < 0 || fd >= 1<<30 {
+	if fd < 0 || fd >= MaxFD {
 		return fmt.Errorf("io_uring: invalid descriptor %d", fd)
 	}
 	e := u.entry(fd)
@@ -431,13 +431,19 @@ func (u *URing) drainWake() {
 // created on one Ruby thread and run on another; Go tests). Requests re-armed
 // report current readiness at once, which at worst is a spurious event.
 func (u *URing) rebuild() error {
+	// Ops that completed in the old ring keep their results. One the old
+	// ring's kernel side has taken and not completed belongs to that ring:
+	// only its creator thread can reap it, so no rebuild (ErrForeignThread).
+	// The others (never submitted: entering the ring failed) are queued on
+	// the new one.
+	u.reapOps()
+	if u.opsSubmittedTo(u.ring) {
+		return ErrForeignThread
+	}
 	ring, info, err := newRing(u.info.want)
 	if err != nil {
 		return err
 	}
-	// Ops that completed in the old ring keep their results; the others
-	// (never submitted: entering it failed) are queued on the new one.
-	u.reapOps()
 	u.ring.close()
 	info.ops = u.info.ops
 	u.ring, u.info = ring, info

@@ -33,7 +33,25 @@ type uringOp struct {
 	op        Op
 	live      bool
 	cancelled bool // CancelOp was called: a rebuilt ring cancels it again
+	// Where its SQE went: the ring and the SQ position. Once the kernel's
+	// SQ head has passed that position the kernel owns the operation, and
+	// only that ring will ever report its completion (see submitted).
+	ring  *uringRing
+	sqPos uint32
 }
+
+// submitted reports whether the kernel has taken the op's SQE from ring r.
+func (e *uringOp) submitted(r *uringRing) bool {
+	return e.ring == r && int32(e.sqPos-atomic.LoadUint32(r.sqHead)) < 0
+}
+
+// ErrForeignThread wraps EEXIST when a SINGLE_ISSUER ring is entered from a
+// thread that did not create it while operations the creator submitted
+// are still in flight: their completions can only be reaped by that
+// thread, so the ring cannot be rebuilt here (a rebuild would start them a
+// second time while the old ring may still complete them: two reads into
+// one buffer, bytes lost).
+var ErrForeignThread = fmt.Errorf("%w: io_uring operations in flight belong to the thread that runs this scheduler; use a scheduler only from that thread", unix.EEXIST)
 
 func (u *URing) SupportsOps() bool { return u.opsOn }
 
@@ -65,7 +83,7 @@ func (u *URing) SubmitOp(op Op) error {
 	if !u.opsOn {
 		return fmt.Errorf("%w: io_uring completion operations are off", ErrUnavailable)
 	}
-	if op.FD < 0 || op.Ptr == 0 || op.Len == 0 || op.Len > 1<<30 || op.Kind < OpRead || op.Kind > OpPwrite {
+	if op.FD < 0 || op.FD >= MaxFD || op.Ptr == 0 || op.Len == 0 || op.Len > 1<<30 || op.Kind < OpRead || op.Kind > OpPwrite {
 		return fmt.Errorf("io_uring: invalid operation %+v", op)
 	}
 	if (op.Kind == OpPread || op.Kind == OpPwrite) && op.Offset < 0 {
@@ -79,10 +97,11 @@ func (u *URing) SubmitOp(op Op) error {
 	if e.live {
 		return fmt.Errorf("io_uring: operation slot %d already in flight", uint32(op.ID))
 	}
-	if err := u.queueOp(op); err != nil {
+	pos, err := u.queueOp(op)
+	if err != nil {
 		return err
 	}
-	*e = uringOp{op: op, live: true}
+	*e = uringOp{op: op, live: true, ring: u.ring, sqPos: pos}
 	u.inflight++
 	if debugOps {
 		fmt.Fprintf(os.Stderr, "submit %+v\n", op)
@@ -90,11 +109,13 @@ func (u *URing) SubmitOp(op Op) error {
 	return nil
 }
 
-func (u *URing) queueOp(op Op) error {
+// queueOp writes op's SQE and returns its SQ position.
+func (u *URing) queueOp(op Op) (uint32, error) {
 	s, err := u.sqe()
 	if err != nil {
-		return err
+		return 0, err
 	}
+	pos := u.ring.tail - 1
 	switch op.Kind {
 	case OpRead, OpPread:
 		s.Opcode = uringOpRead
@@ -110,7 +131,7 @@ func (u *URing) queueOp(op Op) error {
 		s.Off = uint64(op.Offset)
 	}
 	s.UserData = udOp<<56 | op.ID
-	return nil
+	return pos, nil
 }
 
 var debugOps = os.Getenv("FARCE_DEBUG_OPS") == "1"
@@ -180,13 +201,30 @@ func (u *URing) reapOps() {
 	atomic.StoreUint32(r.cqHead, head)
 }
 
-// requeueOps queues every op still in flight on a new ring.
+// opsSubmittedTo reports whether an op in flight was taken by ring r's
+// kernel side.
+func (u *URing) opsSubmittedTo(r *uringRing) bool {
+	if u.inflight == 0 {
+		return false
+	}
+	for i := range u.ops {
+		if e := &u.ops[i]; e.live && e.submitted(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// requeueOps queues every op still in flight on a new ring: only ops the
+// old ring never submitted (rebuild checks opsSubmittedTo first).
 func (u *URing) requeueOps() error {
 	for i := range u.ops {
 		if e := &u.ops[i]; e.live {
-			if err := u.queueOp(e.op); err != nil {
+			pos, err := u.queueOp(e.op)
+			if err != nil {
 				return err
 			}
+			e.ring, e.sqPos = u.ring, pos
 			if e.cancelled {
 				if err := u.queueCancel(udOp<<56 | e.op.ID); err != nil {
 					return err
@@ -197,31 +235,72 @@ func (u *URing) requeueOps() error {
 	return nil
 }
 
-// drainOps cancels every op in flight and waits (up to a second) for their
-// completions, so that no kernel access to their memory outlives Close.
-func (u *URing) drainOps() {
-	if u.inflight == 0 || u.ring == nil {
-		return
+// DrainOps cancels every op in flight and waits, up to timeout (negative:
+// no limit), for their completions; it returns how many are still in
+// flight. Completions reaped meanwhile are handed out by Completions;
+// readiness events are dropped (it is meant for shutting down). On a
+// SINGLE_ISSUER ring entered from a thread other than its creator it
+// returns ErrForeignThread without touching the ring; on a signal, EINTR:
+// the caller runs its interrupts and calls again.
+func (u *URing) DrainOps(timeout time.Duration) (int, error) {
+	if u.ring == nil || u.inflight == 0 {
+		return u.inflight, nil
 	}
 	for i := range u.ops {
-		if u.ops[i].live {
-			if u.queueCancel(udOp<<56|u.ops[i].op.ID) != nil {
-				break
+		if e := &u.ops[i]; e.live && !e.cancelled {
+			if err := u.queueCancel(udOp<<56 | e.op.ID); err != nil {
+				return u.inflight, err
 			}
+			e.cancelled = true
 		}
 	}
-	deadline := time.Now().Add(time.Second)
-	for u.inflight > 0 && time.Now().Before(deadline) {
-		u.ts = unix.NsecToTimespec(int64(10 * time.Millisecond))
-		u.arg = uringGeteventsArg{Ts: uint64(uintptr(unsafe.Pointer(&u.ts)))}
+	var deadline time.Time
+	if timeout >= 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for u.inflight > 0 {
+		slice := 10 * time.Millisecond
+		if timeout >= 0 {
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			if left < slice {
+				slice = left
+			}
+		}
+		u.ts = unix.NsecToTimespec(int64(slice))
 		flags := uint32(uringEnterGetEvents)
-		if !u.noExt {
+		if u.noExt {
+			if err := u.queueTimeout(); err != nil {
+				return u.inflight, err
+			}
+		} else {
+			u.arg = uringGeteventsArg{Ts: uint64(uintptr(unsafe.Pointer(&u.ts)))}
 			flags |= uringEnterExtArg
 		}
 		_, err := uringEnter(u.ring.fd, u.ring.publish(), 1, flags, unsafe.Pointer(&u.arg), unsafe.Sizeof(u.arg))
 		u.reapOps()
-		if err != nil && err != unix.ETIME && err != unix.EINTR && !benignEnterErr(err) {
-			break // EEXIST: another thread's ring; the kernel cancels on close
+		switch {
+		case err == nil || err == unix.ETIME || benignEnterErr(err):
+		case err == unix.EEXIST:
+			return u.inflight, ErrForeignThread // only the creator can reap them
+		default:
+			return u.inflight, err // EINTR included
+		}
+	}
+	return u.inflight, nil
+}
+
+// drainOps is Close's last resort for ops the caller did not drain: a
+// bounded DrainOps. Whatever is still in flight afterwards (another
+// thread's ring) is cancelled by the kernel when the ring is closed, but
+// the memory it names is the kernel's until then: callers must drain
+// first (DrainOps on the thread that runs the ring).
+func (u *URing) drainOps() {
+	for {
+		if _, err := u.DrainOps(time.Second); err != unix.EINTR {
+			return
 		}
 	}
 }

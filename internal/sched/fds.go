@@ -46,7 +46,7 @@ type fdState struct {
 
 // maxFD bounds the descriptor table; Ruby hands us real descriptors, so a
 // larger number is a bug in the caller, reported as an error.
-const maxFD = 1 << 24
+const maxFD = driver.MaxFD
 
 type fdTable struct {
 	fds        []fdState

@@ -18,10 +18,12 @@ func forBoth(t *testing.T, f func(t *testing.T, persistent bool)) {
 
 func TestWaitFDValidation(t *testing.T) {
 	h := newHarness(t, true)
-	for _, fd := range []int{-1, maxFD, maxFD + 1} {
+	for _, fd := range []int{-1, maxFD, maxFD + 1, 1 << 30, 1<<31 - 1} {
 		_, _, err := h.s.WaitFD(fd, R, -1, NotReady)
 		assert.Error(t, err, "fd %d", fd)
+		assert.Error(t, h.s.ForgetFD(fd), "fd %d", fd)
 	}
+	assert.Less(t, len(h.s.fds.fds), 1<<10, "the table grew for refused descriptors")
 	_, _, err := h.s.WaitFD(3, 0, -1, NotReady)
 	assert.Error(t, err, "no events")
 	_, _, err = h.s.WaitFD(3, H, -1, NotReady)

@@ -444,9 +444,21 @@ func (r *runner) waitFD(idx int, ev Events, known Readiness, timeout time.Durati
 	m := r.m
 	m.grow(fd)
 	st := m.fd(fd)
-	if st.pollNo || st.hangup {
+	if st.pollNo {
 		expectReady(ev)
 		return
+	}
+	if st.hangup {
+		// a hint: re-probed, kept only while the kernel still reports it
+		if probeModel(idx, ev) != 0 {
+			expectReady(ev)
+			return
+		}
+		st.hangup = false
+		if m.persistent && st.registered {
+			st.registered = false
+			m.registered--
+		}
 	}
 	switch known {
 	case NotReady:

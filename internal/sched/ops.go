@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/farce-rb/farce/internal/driver"
 )
@@ -95,6 +96,42 @@ func (s *Scheduler) cancelOpsOn(fd int) {
 			sl.cancelling = true
 		}
 	}
+}
+
+// OpsInFlight is how many operations have not completed yet (their memory
+// is still the kernel's).
+func (s *Scheduler) OpsInFlight() int {
+	if s.comp == nil || s.closed {
+		return 0
+	}
+	return s.comp.OpsInFlight()
+}
+
+// DrainOps cancels every operation in flight and waits up to timeout
+// (negative: no limit) for their completions, which finish their waits
+// (Drain hands them out). It returns how many are still in flight: the
+// memory of those must stay valid. Errors: driver.ErrForeignThread (call it
+// from the thread that runs the scheduler), EINTR (run interrupts, call
+// again). A shim that is about to release the memory of every operation
+// (closing the scheduler) calls this until it returns 0.
+func (s *Scheduler) DrainOps(timeout time.Duration) (int, error) {
+	if s.comp == nil || s.closed {
+		return 0, nil
+	}
+	for i := range s.slots.slots {
+		if sl := &s.slots.slots[i]; sl.op && sl.state == slotParked {
+			sl.cancelling = true // the driver cancels them all below
+		}
+	}
+	left := s.comp.OpsInFlight()
+	var err error
+	if d, ok := s.comp.(driver.Drainer); ok {
+		left, err = d.DrainOps(timeout)
+	}
+	for _, r := range s.comp.Completions() {
+		s.deliverOp(r)
+	}
+	return left, err
 }
 
 // deliverOp applies one operation completion.

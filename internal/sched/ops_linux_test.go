@@ -97,3 +97,32 @@ func TestOpsLifecycle(t *testing.T) {
 	assert.Equal(t, 0, s.Stats().RegisteredFDs)
 	require.NoError(t, s.checkInvariants())
 }
+
+// Issue 13 item 4: DrainOps ends every operation in flight (cancelled)
+// before it returns 0, so that the shim may release their memory; the
+// completions still reach their waits.
+func TestDrainOpsBeforeRelease(t *testing.T) {
+	s := opsScheduler(t)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+	require.NoError(t, err)
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	buf := make([]byte, 8)
+	tok, err := s.SubmitOp(driver.OpRead, fds[0], uintptr(unsafe.Pointer(&buf[0])), 8, -1)
+	require.NoError(t, err)
+	assert.Empty(t, opsPoll(t, s, 0, time.Second), "nothing to read yet")
+	assert.Equal(t, 1, s.OpsInFlight())
+
+	left, err := s.DrainOps(-1)
+	require.NoError(t, err)
+	assert.Equal(t, 0, left)
+	assert.Equal(t, 0, s.OpsInFlight())
+	got := opsPoll(t, s, 1, time.Second)
+	assert.Equal(t, []Completion{{tok, -int64(unix.ECANCELED)}}, got)
+	require.NoError(t, s.checkInvariants())
+	// the socket was not read behind our back
+	unix.Write(fds[1], []byte("k"))
+	n, err := unix.Read(fds[0], buf)
+	require.NoError(t, err)
+	assert.Equal(t, "k", string(buf[:n]))
+}

@@ -194,7 +194,16 @@ func (s *Scheduler) WaitFD(fd int, events Events, timeout time.Duration, known R
 		return 0, events, nil
 	}
 	if st.hangup {
-		return 0, events, nil
+		// A hang-up or error report is a hint, not a state: a socket error
+		// (ICMP unreachable on connected UDP) is consumed by the read that
+		// surfaces it, and the descriptor waits normally again. Ask the
+		// kernel instead of answering "ready" forever, which would spin
+		// the waiter.
+		got, err := driver.Probe(fd, events)
+		if err != nil || got != 0 {
+			return 0, events, nil // still hung up, or ready: the follow-up call tells
+		}
+		s.clearHangup(st)
 	}
 	if st.readEOF && events&driver.Readable != 0 {
 		return 0, driver.Readable, nil
@@ -272,6 +281,17 @@ func (s *Scheduler) arm(fd int, st *fdState, events Events) error {
 	st.armed |= events
 	st.pollable = pollYes
 	return nil
+}
+
+// clearHangup forgets a hang-up the kernel no longer reports. A persistent
+// registration is made again: some drivers (io_uring multishot) end their
+// request on a hang-up, and for the others re-arming is one cheap call.
+func (s *Scheduler) clearHangup(st *fdState) {
+	st.hangup = false
+	if s.drv.Persistent() && st.registered {
+		st.registered = false
+		s.fds.registered--
+	}
 }
 
 // ForgetFD is called when the descriptor number fd was closed or is about to
