@@ -146,7 +146,7 @@ module Farce
     def io_wait(io, events, timeout)
       usable!
       io = to_io(io)
-      events = Integer(events)
+      events = integer(events)
       if events <= 0 || (events & ~EVENTS) != 0
         raise ArgumentError, "io_wait: invalid events #{events} (use IO::READABLE, IO::PRIORITY, IO::WRITABLE)"
       end
@@ -251,7 +251,7 @@ module Farce
       io = to_io(io)
       raise IOError, "closed stream" if io.closed?
 
-      ready_now(io, Integer(events))
+      ready_now(io, integer(events))
     end
 
     # ---- the loop ---------------------------------------------------------
@@ -278,6 +278,7 @@ module Farce
 
     def loop_until_idle
       while @open
+        @iterations += 1
         resume_ready
         return unless @open
 
@@ -334,13 +335,12 @@ module Farce
     # One IO.select over every parked IO and the wake pipe, bounded by the
     # next timer (and the close scan while IOs are parked).
     def wait_for_events
-      @iterations += 1
       scan_closed
       readers = [@wake_r]
       writers = []
       priority = []
       @io_waits.each do |io, waits|
-        events = waits.sum(0) { |w| w.events }
+        events = waits.inject(0) { |all, wait| all | wait.events }
         readers << io if (events & IO::READABLE) != 0
         writers << io if (events & IO::WRITABLE) != 0
         priority << io if (events & IO::PRIORITY) != 0
@@ -483,8 +483,10 @@ module Farce
     def transfer(io, buffer, length, offset, reading:)
       usable!
       io = to_io(io)
-      length = Integer(length)
-      offset = Integer(offset)
+      raise TypeError, "wrong argument type #{buffer.class} (expected IO::Buffer)" unless buffer.is_a?(IO::Buffer)
+
+      length = integer(length)
+      offset = integer(offset)
       total = 0
       loop do
         size = buffer.size
@@ -562,6 +564,12 @@ module Farce
       return io if io.is_a?(IO)
 
       IO.try_convert(io) || raise(TypeError, "no implicit conversion of #{io.class} into IO")
+    end
+
+    def integer(value)
+      raise TypeError, "no implicit conversion of #{value.class} into Integer" unless value.is_a?(Numeric)
+
+      Integer(value)
     end
 
     # Seconds (nil: none) as the native core reads them.
