@@ -45,7 +45,7 @@ module Farce
         unless name == :auto
           raise Farce::Error, "farce backend #{name.inspect} needs farce's native core, which is not available: #{unavailable}"
         end
-        unavailable
+        announce(unavailable)
       end
 
       # After the native core failed with `error`: why the scheduler runs on
@@ -57,13 +57,25 @@ module Farce
         return nil unless name == :auto && !Farce.core_loaded?
 
         refuse(error.message) if required?
-        error.message
+        announce(error.message)
       end
 
       private
 
+      # A fallback nobody asked for is said once per process, on stderr: a
+      # broken build must not hide behind a silent slow path. Choosing the
+      # Ruby core (FARCE_BACKEND=ruby) silences it.
+      def announce(reason)
+        unless @announced
+          @announced = true
+          warn "farce: running on the pure-Ruby core (several times slower than the native core): #{reason} " \
+               "(FARCE_BACKEND=ruby chooses it and silences this; FARCE_REQUIRE_NATIVE=1 makes it an error)"
+        end
+        reason
+      end
+
       def refuse(reason)
-        raise Farce::Error, "#{reason}; FARCE_REQUIRE_NATIVE is set, so farce does not fall back to its Ruby core"
+        raise Farce::Error, "#{reason} (FARCE_REQUIRE_NATIVE is set: farce does not fall back to its Ruby core)"
       end
     end
   end
