@@ -72,4 +72,21 @@ fi
 grep -q "no Go toolchain found" "$work/install2.log" || { cat "$work/install2.log"; fail "the failure does not name the missing Go"; }
 grep -m1 -A1 "cannot build farce's native core" "$work/install2.log"
 
+echo "==== a Go core that fails to build: the install succeeds on the Ruby core and shows the error"
+mkdir -p "$work/fakego"
+cat >"$work/fakego/go" <<'GO'
+#!/bin/sh
+[ "$1" = env ] && { echo go1.26.0; exit 0; }
+echo "export.go:1:1: a build error made up by install-without-go.sh" >&2
+exit 1
+GO
+chmod +x "$work/fakego/go"
+if ! PATH="$work/fakego:$PATH" GEM_HOME="$work/gems3" gem install --local --no-document "$work/farce.gem" >"$work/install3.log" 2>&1; then
+  cat "$work/install3.log"; fail "gem install failed when the Go core failed to build"
+fi
+out=$(cd "$work" && env -u FARCE_BACKEND GEM_HOME="$work/gems3" ruby -e 'require "farce"; s = Farce::Scheduler.new; p s.backend; puts s.fallback_reason' 2>/dev/null)
+echo "$out" | head -3
+[ "$(echo "$out" | sed -n 1p)" = ":ruby" ] || fail "not on the Ruby core after a failed build"
+echo "$out" | grep -q "a build error made up by install-without-go.sh" || fail "fallback_reason does not show the build error"
+
 echo "install-without-go: ok"
