@@ -28,7 +28,7 @@ Gem::Specification.new do |spec|
 
   spec.files = Dir[
     "README.md", "LICENSE", "farce.gemspec", "go.mod", "go.sum",
-    "lib/farce.rb", "lib/farce/*.rb", "sig/**/*.rbs",
+    "lib/farce.rb", "lib/farce/**/*.rb", "sig/**/*.rbs",
     "ext/farce/*.{rb,c,h,go}",
     "internal/**/*.go",
     "vendor/**/*" # present while `rake gem:source` builds the gem

@@ -104,6 +104,8 @@ module Bench
         end
       end
       @notes << "farce could not be loaded; no farce contender" if list.empty?
+      # farce's pure-Ruby core (what a gem installed without Go runs): shows what the fallback costs
+      list << "farce-ruby" unless list.empty? || list.include?("farce-ruby")
       if sid? && capture([@sid_run, "ruby", "-e", 'require "async"; print Async::VERSION'], 120).to_s.match?(/\A\d/)
         list << "async"
         if File.exist?(File.join(ROOT, "lib", "farce", "3.3", "farce_shim.so")) && list.include?("farce-epoll")

@@ -7,6 +7,7 @@ require "tmpdir"
 # that the test process's own Go runtime does not interfere.
 class TestFork < Minitest::Test
   def test_require_starts_no_go_runtime_and_no_thread
+    skip_on_ruby_core "never loads the Go library"
     out, status = ruby_subprocess(<<~RUBY)
       threads_before = Dir.children("/proc/self/task").size
       require "farce"
@@ -44,6 +45,7 @@ class TestFork < Minitest::Test
   WORKLOAD = File.expand_path("fork_workload.rb", __dir__)
 
   def test_child_of_a_started_runtime_gets_an_inert_inherited_scheduler_and_a_fresh_core
+    skip_on_ruby_core "starts no Go runtime (test_ruby_core.rb covers its fork)"
     out, status = ruby_subprocess(<<~RUBY, timeout: 30)
       require "farce"
       parent = Farce::Scheduler.new
@@ -95,6 +97,7 @@ class TestFork < Minitest::Test
   # The issue's acceptance test: a parent that ran Farce.run, then 100
   # children (10 at a time) each running the whole workload on its own copy.
   def test_hundred_children_of_a_started_runtime_run_the_fiber_workload
+    skip_on_ruby_core "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 300)
       require #{WORKLOAD.inspect}
       ForkWorkload.run("parent")
@@ -137,6 +140,7 @@ class TestFork < Minitest::Test
   # Each generation forks the next after running the workload itself, and
   # each loads its own copy of the core.
   def test_grandchildren_three_generations_deep_run_the_fiber_workload
+    skip_on_ruby_core "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 120)
       require #{WORKLOAD.inspect}
       def generation(depth, fanout)
@@ -211,6 +215,7 @@ class TestFork < Minitest::Test
   # and the thread must still take Thread#raise afterwards (the handlers'
   # sa_mask is cleared after each copy starts; DESIGN.md).
   def test_stack_overflow_in_a_grandchild_is_still_a_system_stack_error
+    skip_on_ruby_core "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 60)
       require "farce"
       def deep(n) = deep(n + 1) + 1
@@ -249,6 +254,7 @@ class TestFork < Minitest::Test
   # close-on-exec descriptor; a child whose program closed that descriptor
   # makes its own copy.
   def test_siblings_share_the_copy_their_parent_prepared
+    skip_on_ruby_core "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 60)
       require "farce"
       def memfds = Dir.children("/proc/self/fd").select { |f| (File.readlink("/proc/self/fd/\#{f}") rescue "").include?("farce-core") }
@@ -290,6 +296,7 @@ class TestFork < Minitest::Test
   # parent's (dead) one loaded under the same "/proc/self/fd/N". Nothing here
   # opens descriptors between generations, so the numbers repeat.
   def test_each_generation_maps_its_own_copy_even_when_descriptor_numbers_repeat
+    skip_on_ruby_core "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 60)
       require "farce"
       def copies = File.read("/proc/self/maps").lines.grep(/libfarce_core|farce-core/).map { |l| l.split[5..].join(" ") }.uniq
@@ -315,6 +322,7 @@ class TestFork < Minitest::Test
   # then a storm of mixed signals from the parent, and the child still
   # answers TERM. A hang fails on the subprocess timeout.
   def test_signal_storm_in_a_child_runs_every_trap
+    skip_on_ruby_core "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 120)
       require #{WORKLOAD.inspect}
       ForkWorkload.run("parent")
@@ -364,6 +372,7 @@ class TestFork < Minitest::Test
   # A refused memfd (FARCE_CORE_COPY=tmpfile skips it, as vm.memfd_noexec=2
   # or a seccomp filter would): the unlinked private copy, nothing left on disk.
   def test_refused_memfd_falls_back_to_an_unlinked_copy
+    skip_on_ruby_core "loads no copies of the Go core"
     Dir.mktmpdir("farce-copy") do |dir|
       env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => "/nonexistent-farce:#{dir}" }
       out, status = ruby_subprocess(<<~RUBY, timeout: 60, env: env)
@@ -393,6 +402,7 @@ class TestFork < Minitest::Test
   # mount namespace; needs root, as CI has) refuses the mapping, the next
   # directory takes the copy; with the noexec one alone, the error names it.
   def test_noexec_directory_is_refused_and_the_next_one_used
+    skip_on_ruby_core "loads no copies of the Go core"
     skip "needs root to mount a noexec tmpfs" unless Process.uid.zero? && system("unshare -m true 2>/dev/null")
     Dir.mktmpdir("farce-noexec") do |noexec|
       Dir.mktmpdir("farce-exec") do |exec_dir|
@@ -432,6 +442,7 @@ class TestFork < Minitest::Test
   # Nowhere to put a copy: Farce::Error names every place and its reason and
   # says how to fix it; the inherited scheduler stays inert.
   def test_refused_everywhere_raises_naming_every_reason
+    skip_on_ruby_core "loads no copies of the Go core"
     begin
       env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => "/nonexistent-farce:/proc" }
       out, status = ruby_subprocess(<<~RUBY, timeout: 60, env: env)

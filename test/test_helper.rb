@@ -15,6 +15,17 @@ module FarceTestHelper
     (ENV["FARCE_BACKEND"] || "auto").to_sym
   end
 
+  # FARCE_BACKEND=ruby: the suite runs on farce's pure-Ruby core.
+  def ruby_core?
+    backend == :ruby
+  end
+
+  # For tests about the Go core itself (its runtime, goroutines, fork
+  # rules, io_uring): the Ruby core has none of it.
+  def skip_on_ruby_core(why)
+    skip "the Ruby core (FARCE_BACKEND=ruby) #{why}" if ruby_core?
+  end
+
   def farce(&block)
     Farce.run(backend: backend, &block)
   end

@@ -5,6 +5,7 @@
 # -buildmode=c-shared library installed next to it. The shim dlopen's the core
 # on the first Farce::Scheduler.new, never at require time.
 require "mkmf"
+require "tmpdir"
 
 ROOT = File.expand_path("../..", __dir__)
 # The Go version go.mod names is the one needed (an older go would try to
@@ -19,20 +20,91 @@ def abort_build(message)
   exit 1
 end
 
+# ---- the fallback: install without the native core -------------------------
+# When the native core cannot be built here (no Go, an unsupported OS, a
+# build error), the gem still installs and runs on farce's pure-Ruby core
+# (lib/farce/ruby_core.rb). This says so once, installs farce/native_status.rb
+# (read by lib/farce/native.rb: Scheduler#fallback_reason repeats the reason)
+# and writes a Makefile that builds nothing. FARCE_REQUIRE_NATIVE=1 makes it a
+# failure instead, for images that must never run the slow path.
+def skip_native(reason)
+  value = ENV.fetch("FARCE_REQUIRE_NATIVE", "")
+  if !value.empty? && value != "0"
+    abort_build("cannot build farce's native core: #{reason}\n" \
+                "*** FARCE_REQUIRE_NATIVE is set, so the pure-Ruby core is not installed in its place.")
+  end
+  status = "farce's native core was not built when the gem was installed: #{reason}"
+  message = <<~TEXT
+
+    *** farce: #{status}
+    *** farce will run on its pure-Ruby core (Farce::Scheduler#backend is :ruby): every hook works,
+    *** several times slower than the native core. To get the native core, fix the above and
+    *** reinstall; set FARCE_REQUIRE_NATIVE=1 to make this a failure instead.
+
+  TEXT
+  warn message # into the build log (gem_make.out)
+  # `gem install` shows the build's output only when it fails: say it on the
+  # terminal too, when there is one. (At run time farce warns once more.)
+  begin
+    File.open("/dev/tty", "w") { |tty| tty.write(message) }
+  rescue SystemCallError
+    nil
+  end
+  File.write("native_status.rb", <<~RUBY)
+    # frozen_string_literal: true
+
+    # Written by farce's ext/farce/extconf.rb: why this installation has no native core.
+    module Farce
+      module Native
+        BUILD_SKIPPED = #{status.dump}
+      end
+    end
+  RUBY
+  File.write("Makefile", <<~MAKE)
+    # farce: no native core (see native_status.rb); installs only that file.
+    SHELL = /bin/sh
+    sitearchdir = #{RbConfig::CONFIG['sitearchdir']}
+    all:
+    \t@:
+    install:
+    \tmkdir -p "$(DESTDIR)$(sitearchdir)/farce"
+    \tcp native_status.rb "$(DESTDIR)$(sitearchdir)/farce/native_status.rb"
+    clean:
+    \t@:
+    .PHONY: all install clean
+  MAKE
+  exit 0
+end
+
+# Builds the Go core once into a scratch directory, so that a build error
+# becomes the fallback above rather than a failed `make` (Go's build cache
+# makes the Makefile's own build of it quick afterwards).
+def check_go_core_builds(go)
+  Dir.mktmpdir("farce-core") do |dir|
+    output = IO.popen({ "CGO_ENABLED" => "1", "GOFLAGS" => ENV.fetch("GOFLAGS", "-mod=mod") },
+                      [go, "build", "-trimpath", "-buildmode=c-shared", "-o", File.join(dir, "libfarce_core.so"),
+                       "./ext/farce"], chdir: ROOT, err: %i[child out], &:read)
+    return if $?.success?
+
+    skip_native("the Go core failed to build with #{go}:\n#{output.lines.last(15).join.rstrip}")
+  end
+end
+# ---- end of the fallback ----------------------------------------------------
+
 # The Go toolchain: $FARCE_GO, then `go` on PATH, then /usr/local/go.
 def find_go
   candidates = [ENV["FARCE_GO"], *ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).map { |d| File.join(d, "go") },
                 "/usr/local/go/bin/go"].compact.reject(&:empty?)
   go = candidates.find { |path| File.file?(path) && File.executable?(path) }
   unless go
-    abort_build("no Go toolchain found. farce's core is written in Go and needs Go >= #{GO_MINIMUM.join('.')} " \
+    skip_native("no Go toolchain found. farce's core is written in Go and needs Go >= #{GO_MINIMUM.join('.')} " \
                 "at build time. Install it (https://go.dev/dl/ or your package manager) and put `go` on PATH, " \
                 "or point FARCE_GO at the go binary, e.g. `FARCE_GO=/usr/local/go/bin/go gem install farce`.")
   end
   version = `#{go} env GOVERSION 2>/dev/null`.strip
   numbers = version[/\d+\.\d+/]&.split(".")&.map(&:to_i)
   if numbers.nil? || (numbers <=> GO_MINIMUM).negative?
-    abort_build("#{go} reports #{version.inspect}; farce needs Go >= #{GO_MINIMUM.join('.')}. " \
+    skip_native("#{go} reports #{version.inspect}; farce needs Go >= #{GO_MINIMUM.join('.')}. " \
                 "Set FARCE_GO to a newer go binary.")
   end
   go
@@ -40,13 +112,19 @@ end
 
 case RbConfig::CONFIG["host_os"]
 when /linux/ then nil
-when /darwin|bsd/
-  warn "farce: macOS and the BSDs use the kqueue driver; you need Go and Xcode command line tools (cc)."
 when /mingw|mswin|cygwin/
-  abort_build("Windows is not supported by the Ruby extension yet (the IOCP driver exists in Go, the shim is POSIX-only).")
+  skip_native("Windows is not supported by the Ruby extension yet (the IOCP driver exists in Go, the shim is POSIX-only).")
+else
+  # The Go core has kqueue for macOS and the BSDs, but the extension has only
+  # been built and tested on Linux: FARCE_TRY_NATIVE=1 tries it anyway.
+  unless ENV["FARCE_TRY_NATIVE"] == "1"
+    skip_native("the native core is built only on Linux so far (this is #{RbConfig::CONFIG['host_os']}; " \
+                "FARCE_TRY_NATIVE=1 tries it anyway)")
+  end
 end
 
 go = find_go
+check_go_core_builds(go)
 abort_build("pthread_atfork is missing") unless have_func("pthread_atfork", "pthread.h")
 have_library("dl", "dlopen")
 have_func("rb_io_buffer_get_bytes_for_writing", "ruby/io/buffer.h") ||

@@ -5,6 +5,83 @@
 # checkout), and so does the precompiled x86_64-linux gem; the source gem,
 # compiled at install time, has it directly under farce/.
 # Loading it does not start Go: the core library is opened on first use.
+#
+# When the extension is not there (gem installed without Go, on an OS the
+# native core does not support, or its build failed: ext/farce/extconf.rb
+# then installs farce/native_status.rb saying why), farce runs on its
+# pure-Ruby core (lib/farce/ruby_core.rb) and Native.unavailable says why.
+module Farce
+  # Which core Farce::Scheduler.new may use.
+  module Native
+    @unavailable = nil
+
+    class << self
+      # Why the native extension is not loaded (a String), or nil when it is.
+      attr_reader :unavailable
+
+      def loaded?
+        @unavailable.nil?
+      end
+
+      # FARCE_REQUIRE_NATIVE=1: never fall back to the Ruby core.
+      def required?
+        value = ENV.fetch("FARCE_REQUIRE_NATIVE", "")
+        !value.empty? && value != "0"
+      end
+
+      def mark_unavailable(reason)
+        @unavailable = reason
+      end
+
+      # Why a scheduler asked for backend `name` runs on the Ruby core
+      # before the native one is tried, or nil to try the native core.
+      # Raises Farce::Error when the Ruby core must not be used.
+      def ruby_core_reason(name)
+        if name == :ruby
+          return ENV["FARCE_BACKEND"] == "ruby" ? "FARCE_BACKEND=ruby asked for the Ruby core" : "backend: :ruby asked for the Ruby core"
+        end
+        return nil if loaded?
+
+        refuse(unavailable) if required?
+        unless name == :auto
+          raise Farce::Error, "farce backend #{name.inspect} needs farce's native core, which is not available: #{unavailable}"
+        end
+        announce(unavailable)
+      end
+
+      # After the native core failed with `error`: why the scheduler runs on
+      # the Ruby core instead, or nil to raise error. Only a core that could
+      # not be loaded (missing or broken library, a forked child of a
+      # process whose Go runtime had started) is replaced, and only for :auto;
+      # a driver that fails in a loaded core (EMFILE...) is the caller's error.
+      def ruby_core_reason_after(name, error)
+        return nil unless name == :auto && !Farce.core_loaded?
+
+        refuse(error.message) if required?
+        announce(error.message)
+      end
+
+      private
+
+      # A fallback nobody asked for is said once per process, on stderr: a
+      # broken build must not hide behind a silent slow path. Choosing the
+      # Ruby core (FARCE_BACKEND=ruby) silences it.
+      def announce(reason)
+        unless @announced
+          @announced = true
+          warn "farce: running on the pure-Ruby core (several times slower than the native core): #{reason} " \
+               "(FARCE_BACKEND=ruby chooses it and silences this; FARCE_REQUIRE_NATIVE=1 makes it an error)"
+        end
+        reason
+      end
+
+      def refuse(reason)
+        raise Farce::Error, "#{reason} (FARCE_REQUIRE_NATIVE is set: farce does not fall back to its Ruby core)"
+      end
+    end
+  end
+end
+
 begin
   require "farce/#{RUBY_VERSION[/\A\d+\.\d+/]}/farce_shim"
 rescue LoadError
@@ -12,15 +89,34 @@ rescue LoadError
     require "farce/farce_shim"
   rescue LoadError => e
     built_for = Dir[File.join(__dir__, "[0-9]*.[0-9]*", "farce_shim.so")].map { |f| File.basename(File.dirname(f)) }.sort
-    hint =
+    status = begin
+      require "farce/native_status" # written by extconf.rb when it skipped the native build
+      Farce::Native::BUILD_SKIPPED
+    rescue LoadError
+      nil
+    end
+    status ||=
       if built_for.empty?
-        "run `rake compile` in the farce checkout, or reinstall the gem"
+        "farce's extension is not built for Ruby #{RUBY_VERSION} (#{e.message}); run `rake compile` " \
+          "in the farce checkout, or reinstall the gem"
       else
-        "this copy of farce is built for Ruby #{built_for.join(', ')} only; install the source gem, " \
-          "which compiles for this Ruby (needs Go and a C compiler): " \
-          "`gem install farce --platform ruby` (or `rake compile` in a checkout)"
+        "farce's extension is not built for Ruby #{RUBY_VERSION}: this copy of farce is built for Ruby " \
+          "#{built_for.join(', ')} only; install the source gem, which compiles for this Ruby (needs Go and a " \
+          "C compiler): `gem install farce --platform ruby` (or `rake compile` in a checkout)"
       end
-    detail = built_for.empty? ? " (#{e.message})" : ""
-    raise LoadError, "farce's extension is not built for Ruby #{RUBY_VERSION}#{detail}; #{hint}"
+    Farce::Native.mark_unavailable(status)
+    # What the extension would have defined, for the Ruby core.
+    module Farce
+      class Error < StandardError; end
+
+      def self.core_loaded?
+        false
+      end
+
+      # No pidfd without the extension: process_wait waits in a thread.
+      def self.__pidfd_open(_pid)
+        nil
+      end
+    end
   end
 end

@@ -3,15 +3,20 @@
 require "socket"
 require_relative "worker_pool"
 require_relative "select"
+require_relative "ruby_core"
+require_relative "ruby_core/hooks"
 
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
   # (io_wait, io_read, io_write, kernel_sleep, block, unblock, run) are
   # implemented in C (ext/farce/shim.c); the rarely called ones live here.
   # All of them are public methods that a subclass may override and `super`.
+  # Without the native core, the same methods run on farce's pure-Ruby core
+  # (lib/farce/ruby_core.rb); `backend` is then :ruby.
   class Scheduler
-    # Backends a caller may name. Which ones exist depends on the system.
-    BACKENDS = %i[auto epoll poll io_uring].freeze
+    # Backends a caller may name. Which ones exist depends on the system
+    # (:ruby, the pure-Ruby core, exists everywhere).
+    BACKENDS = %i[auto epoll poll io_uring ruby].freeze
 
     # backend: :auto picks the best available driver (see #fallback_reason),
     # or name one of BACKENDS. The FARCE_BACKEND environment variable is the
@@ -29,11 +34,26 @@ module Farce
       end
 
       @worker_pool = WorkerPool.new(size: worker_threads, queue_size: worker_queue)
-      __open(name.to_s)
+      open_core(name)
     end
 
     # The pool of worker threads (see WorkerPool).
     attr_reader :worker_pool
+
+    # The native core when it loads, else the Ruby core (see Native.ruby_core_reason).
+    private def open_core(name)
+      reason = Native.ruby_core_reason(name)
+      unless reason
+        begin
+          return __open(name.to_s)
+        rescue Farce::Error => e
+          reason = Native.ruby_core_reason_after(name, e) || raise
+        end
+      end
+      RubyCore.install
+      @ruby_core = RubyCore.new(reason)
+      nil
+    end
 
     # Fiber.schedule: starts a non-blocking fiber at once; returns it when it
     # first blocks (or finishes).

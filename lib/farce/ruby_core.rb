@@ -1,0 +1,613 @@
+# frozen_string_literal: true
+
+require_relative "ruby_core/timers"
+
+module Farce
+  # farce's pure-Ruby core: the event loop a Farce::Scheduler uses when the
+  # native (Go) core is not there (no Go at install, an unsupported OS, a
+  # failed build, a forked child whose parent had started Go) or when
+  # `backend: :ruby` asks for it. It keeps the native core's contract (see
+  # ext/farce/shim.c): the same hooks, results, stats keys and errors, with
+  # IO.select as the kernel wait.
+  #
+  # One RubyCore belongs to one scheduler; Hooks (ruby_core/hooks.rb) routes
+  # the scheduler's core methods to it.
+  class RubyCore
+    # How often parked IOs are checked for having been closed (Ruby before
+    # 4.0 has no close hook), as the native core's close scan.
+    CLOSE_SCAN = 0.05
+    # Forever, for IO.select, as the native core treats huge timeouts.
+    FOREVER = 9.0e9
+    WAKE = "!"
+    EVENTS = IO::READABLE | IO::PRIORITY | IO::WRITABLE
+
+    # One fiber parked in one of this core's waits. state: :parked, then
+    # :ready (queued to be resumed with `value`), then :finished.
+    class Wait
+      attr_reader :fiber, :io, :events, :unblockable
+      attr_accessor :state, :timer
+
+      def initialize(fiber, io: nil, events: 0, unblockable: false)
+        @fiber = fiber
+        @io = io
+        @events = events
+        @unblockable = unblockable
+        @state = :parked
+        @timer = nil
+      end
+    end
+
+    # Timeout.timeout's alarm: raise [class, *arguments] in fiber.
+    Alarm = Struct.new(:fiber, :exception, :timer)
+
+    attr_reader :fallback_reason
+
+    def initialize(fallback_reason)
+      @fallback_reason = fallback_reason
+      @fork_generation = RubyCore.fork_generation
+      @thread = Thread.current
+      @running = false
+      @open = true
+      @wake_r, @wake_w = IO.pipe
+      @timers = Timers.new
+      @ready = []                          # [Wait or Alarm, value]
+      @waits = {}.compare_by_identity      # fiber -> its Wait
+      @io_waits = {}.compare_by_identity   # IO -> [Wait]
+      @inbox = Thread::Queue.new           # Waits other threads unblocked
+      @interrupts = []                     # [fiber, exception] from fiber_interrupt
+      @live_fibers = 0
+      @parked = 0
+      @offloads = 0
+      @iterations = 0
+      @completed = 0
+      @last_scan = monotonic
+    end
+
+    def backend
+      :ruby
+    end
+
+    # Inert in a forked child, as the native scheduler: the parent's fibers
+    # and waits do not belong to the child.
+    def closed?
+      !@open || inert?
+    end
+
+    def stats
+      usable!
+      {
+        backend: :ruby,
+        fibers: @live_fibers,
+        parked_fibers: @parked,
+        pending_waits: @waits.size - @ready.size,
+        ready_waits: @ready.size,
+        timers: @timers.size,
+        registered_descriptors: @io_waits.size,
+        iterations: @iterations,
+        completed_waits: @completed,
+        goroutines: 0,
+        completion_ops: false
+      }
+    end
+
+    # ---- bookkeeping the Ruby half of Farce::Scheduler calls (scheduler.rb)
+
+    def fiber_started
+      @live_fibers += 1
+      nil
+    end
+
+    def fiber_finished
+      @live_fibers -= 1
+      nil
+    end
+
+    def offload(delta)
+      @offloads = [@offloads + delta, 0].max
+      nil
+    end
+
+    def alarm(fiber, seconds, exception_class, arguments)
+      usable!
+      raise TypeError, "wrong argument type #{arguments.class} (expected Array)" unless arguments.is_a?(Array)
+
+      alarm = Alarm.new(fiber, [exception_class, *arguments].freeze)
+      duration = interval(seconds)
+      alarm.timer = @timers.add(monotonic + duration, alarm) if duration
+      alarm
+    end
+
+    def cancel_alarm(alarm)
+      @timers.cancel(alarm.timer) if alarm.is_a?(Alarm) && alarm.timer
+      alarm.timer = nil if alarm.is_a?(Alarm)
+      nil
+    end
+
+    # Forgets every wait without resuming it (close, abandon).
+    def release
+      return nil unless @open
+
+      @open = false
+      unless inert?
+        @wake_r.close
+        @wake_w.close
+      end
+      @ready.clear
+      @waits.clear
+      @io_waits.clear
+      @interrupts.clear
+      @timers = Timers.new
+      @parked = 0
+      nil
+    end
+
+    # ---- hooks ------------------------------------------------------------
+
+    def io_wait(io, events, timeout)
+      usable!
+      io = to_io(io)
+      events = integer(events)
+      if events <= 0 || (events & ~EVENTS) != 0
+        raise ArgumentError, "io_wait: invalid events #{events} (use IO::READABLE, IO::PRIORITY, IO::WRITABLE)"
+      end
+
+      duration = interval(timeout)
+      raise IOError, "closed stream" if io.closed?
+
+      if duration == 0
+        got = ready_now(io, events)
+        return got.zero? ? false : got
+      end
+      wait = Wait.new(Fiber.current, io: io, events: events)
+      (@io_waits[io] ||= []) << wait
+      result = park(wait, duration)
+      raise IOError, "closed stream" if result == :closed
+
+      result.is_a?(Integer) && result.positive? ? result : false
+    end
+
+    # io_read/io_write: at least `length` bytes between buffer[offset...] and
+    # the IO (one successful transfer when length is 0); the count, or
+    # -errno when nothing moved. The system call runs in a blocking fiber:
+    # IO's non-blocking methods called from a non-blocking fiber would call
+    # these very hooks again.
+    def io_read(io, buffer, length, offset = 0)
+      transfer(io, buffer, length, offset, reading: true)
+    end
+
+    def io_write(io, buffer, length, offset = 0)
+      transfer(io, buffer, length, offset, reading: false)
+    end
+
+    # kernel_sleep(duration = nil): Mutex#sleep and ConditionVariable#wait
+    # come here and are woken by unblock.
+    def kernel_sleep(*arguments)
+      usable!
+      raise ArgumentError, "wrong number of arguments (given #{arguments.size}, expected 0..1)" if arguments.size > 1
+
+      duration = arguments.empty? ? nil : interval(arguments[0])
+      wait = Wait.new(Fiber.current, unblockable: true)
+      park(wait, duration)
+      true
+    end
+
+    def block(blocker, timeout = nil)
+      usable!
+      duration = interval(timeout)
+      park(Wait.new(Fiber.current, unblockable: true), duration) != :timed_out
+    end
+
+    # Safe from any thread: another thread hands the wait to the loop through
+    # the inbox and wakes its IO.select.
+    def unblock(_blocker, fiber)
+      return nil if closed?
+
+      wait = @waits[fiber]
+      return nil unless wait&.unblockable
+
+      if Thread.current == @thread
+        make_ready(wait, :woken)
+      else
+        @inbox << wait
+        wake
+      end
+      nil
+    end
+
+    def yield
+      usable!
+      park(Wait.new(Fiber.current), 0)
+      nil
+    end
+
+    def fiber_interrupt(fiber, exception)
+      raise TypeError, "fiber_interrupt: #{fiber.class} is not a Fiber" unless fiber.is_a?(Fiber)
+      return nil if closed?
+      raise exception if fiber.equal?(Fiber.current)
+      return nil unless fiber.alive?
+
+      @interrupts << [fiber, exception]
+      wake unless Thread.current == @thread
+      nil
+    end
+
+    # Ruby 4.0 calls this before it closes a descriptor: its waiters raise
+    # IOError at once. Another thread's close is left to the close scan.
+    def io_close(target)
+      return nil if closed? || Thread.current != @thread
+
+      ios = if target.is_a?(Integer)
+              @io_waits.keys.select { |io| !io.closed? && io.fileno == target }
+            else
+              [to_io(target)]
+            end
+      ios.each { |io| wake_io(io, :closed) }
+      nil
+    end
+
+    # For io_select: what is ready this instant (IO.select counts Ruby's
+    # buffered input as readable). Never parks.
+    def select_ready(io, events)
+      io = to_io(io)
+      raise IOError, "closed stream" if io.closed?
+
+      ready_now(io, integer(events))
+    end
+
+    # ---- the loop ---------------------------------------------------------
+
+    def run
+      usable!
+      raise Farce::Error, "Farce::Scheduler#run is already running (it is not re-entrant)" if @running
+      unless Fiber.blocking?
+        raise Farce::Error, "Farce::Scheduler#run must be called from a blocking fiber (the thread's own), " \
+                            "not from a fiber the scheduler runs: it is not re-entrant"
+      end
+
+      @running = true
+      @thread = Thread.current
+      begin
+        loop_until_idle
+      ensure
+        @running = false
+      end
+      nil
+    end
+
+    private
+
+    def loop_until_idle
+      while @open
+        @iterations += 1
+        resume_ready
+        return unless @open
+
+        # Worker threads need the GVL to start a job and hand back its
+        # result; a loop that never blocks would make them wait a time slice.
+        Thread.pass if @offloads.positive?
+        drain_inbox
+        unless @interrupts.empty?
+          deliver_interrupts
+          next
+        end
+        return if @parked <= 0
+
+        wait_for_events
+      end
+    end
+
+    # Resumes what was ready when the iteration started; fibers that become
+    # ready meanwhile wait for the next one. A fiber's exception propagates
+    # out of run with the rest still queued.
+    def resume_ready
+      @ready.size.times do
+        break unless @open
+
+        item, value = @ready.shift
+        if item.is_a?(Alarm)
+          item.fiber.raise(*item.exception) if item.fiber.alive?
+          next
+        end
+        next unless item.state == :ready
+
+        finish(item)
+        @completed += 1
+        item.fiber.resume(value) if item.fiber.alive?
+      end
+    end
+
+    def drain_inbox
+      make_ready(@inbox.pop(true), :woken) until @inbox.empty?
+    rescue ThreadError
+      nil
+    end
+
+    def deliver_interrupts
+      until @interrupts.empty?
+        fiber, exception = @interrupts.shift
+        next unless @waits.key?(fiber) && fiber.alive?
+
+        fiber.raise(exception)
+        return unless @open
+      end
+    end
+
+    # One IO.select over every parked IO and the wake pipe, bounded by the
+    # next timer (and the close scan while IOs are parked).
+    def wait_for_events
+      scan_closed
+      readers = [@wake_r]
+      writers = []
+      priority = []
+      @io_waits.each do |io, waits|
+        events = waits.inject(0) { |all, wait| all | wait.events }
+        readers << io if (events & IO::READABLE) != 0
+        writers << io if (events & IO::WRITABLE) != 0
+        priority << io if (events & IO::PRIORITY) != 0
+      end
+      timeout = select_timeout
+      begin
+        ready = IO.select(readers, writers, priority, timeout)
+      rescue IOError, Errno::EBADF
+        find_closed # an IO closed (by another thread) since the scan
+        return
+      end
+      dispatch(ready) if ready
+      fire_timers
+    end
+
+    def select_timeout
+      return 0 unless @ready.empty? && @inbox.empty? && @interrupts.empty?
+
+      timeout = nil
+      deadline = @timers.next_deadline
+      timeout = [deadline - monotonic, 0].max if deadline
+      timeout = [timeout || CLOSE_SCAN, CLOSE_SCAN].min unless @io_waits.empty?
+      timeout
+    end
+
+    def dispatch(ready)
+      readable, writable, priority = ready
+      got = {}.compare_by_identity
+      readable.each { |io| got[io] = (got[io] || 0) | IO::READABLE }
+      writable.each { |io| got[io] = (got[io] || 0) | IO::WRITABLE }
+      priority.each { |io| got[io] = (got[io] || 0) | IO::PRIORITY }
+      if got.delete(@wake_r)
+        nil while @wake_r.read_nonblock(256, exception: false).is_a?(String)
+      end
+      got.each do |io, events|
+        Array(@io_waits[io]).dup.each do |wait|
+          mine = wait.events & events
+          make_ready(wait, mine) unless mine.zero?
+        end
+      end
+    end
+
+    def fire_timers
+      now = monotonic
+      while (target = @timers.pop_due(now))
+        if target.is_a?(Alarm)
+          target.timer = nil
+          @ready << [target, nil]
+        else
+          target.timer = nil
+          make_ready(target, :timed_out)
+        end
+      end
+    end
+
+    def scan_closed
+      return if @io_waits.empty?
+
+      now = monotonic
+      return if now - @last_scan < CLOSE_SCAN && @ready.empty?
+
+      @last_scan = now
+      @io_waits.keys.each { |io| wake_io(io, :closed) if io.closed? }
+    end
+
+    def find_closed
+      @io_waits.keys.each do |io|
+        next wake_io(io, :closed) if io.closed?
+
+        blocking { IO.select([io], nil, nil, 0) }
+      rescue IOError, Errno::EBADF
+        wake_io(io, :closed)
+      end
+    end
+
+    def wake_io(io, value)
+      Array(@io_waits[io]).dup.each { |wait| make_ready(wait, value) }
+    end
+
+    # ---- parking ----------------------------------------------------------
+
+    # Parks the current fiber until the loop resumes it; returns what the
+    # loop passed (events, :timed_out, :woken, :closed). An exception raised
+    # into the fiber meanwhile cancels the wait and propagates; a resume by
+    # someone other than the loop is a spurious wakeup (:woken). `duration`:
+    # seconds before :timed_out (nil: none; 0: resumed at the next iteration,
+    # as kernel_sleep(0) and yield are).
+    def park(wait, duration = nil)
+      @waits[wait.fiber] = wait
+      @parked += 1
+      if duration == 0
+        wait.state = :ready
+        @ready << [wait, :woken]
+      elsif duration
+        wait.timer = @timers.add(monotonic + duration, wait)
+      end
+      begin
+        value = Fiber.yield
+      rescue Exception # rubocop:disable Lint/RescueException -- cancel, then let it propagate
+        finish(wait)
+        raise
+      end
+      return value if wait.state == :finished
+
+      finish(wait)
+      :woken
+    end
+
+    def make_ready(wait, value)
+      return unless wait.state == :parked
+
+      wait.state = :ready
+      detach(wait)
+      @ready << [wait, value]
+    end
+
+    def finish(wait)
+      return if wait.state == :finished
+
+      wait.state = :finished
+      detach(wait)
+      @waits.delete(wait.fiber) if @waits[wait.fiber].equal?(wait)
+      @parked -= 1
+    end
+
+    def detach(wait)
+      @timers.cancel(wait.timer) if wait.timer
+      wait.timer = nil
+      return unless wait.io
+
+      list = @io_waits[wait.io]
+      return unless list
+
+      list.delete(wait)
+      @io_waits.delete(wait.io) if list.empty?
+    end
+
+    # ---- helpers ----------------------------------------------------------
+
+    def transfer(io, buffer, length, offset, reading:)
+      usable!
+      io = to_io(io)
+      raise TypeError, "wrong argument type #{buffer.class} (expected IO::Buffer)" unless buffer.is_a?(IO::Buffer)
+
+      length = integer(length)
+      offset = integer(offset)
+      total = 0
+      loop do
+        size = buffer.size
+        if offset > size || length > size - offset || length.negative? || offset.negative?
+          raise ArgumentError, "#{reading ? 'io_read' : 'io_write'}: length #{length} at offset #{offset} " \
+                               "exceeds the buffer (#{size} bytes)"
+        end
+        room = size - offset - total
+        return total if room.zero?
+
+        result = begin
+          blocking { reading ? io.read_nonblock(room, exception: false) : io.write_nonblock(buffer.get_string(offset + total, room), exception: false) }
+        rescue Errno::EINTR
+          next
+        rescue SystemCallError => e
+          return total.positive? ? total : -e.errno
+        end
+        case result
+        when :wait_readable, :wait_writable
+          io_wait(io, reading ? IO::READABLE : IO::WRITABLE, nil)
+        when nil # end of file
+          return total
+        when String
+          buffer.set_string(result, offset + total)
+          total += result.bytesize
+          return total if total >= length
+        else
+          total += result
+          return total if total >= length
+        end
+      end
+    end
+
+    def ready_now(io, events)
+      readers = (events & IO::READABLE) != 0 ? [io] : nil
+      writers = (events & IO::WRITABLE) != 0 ? [io] : nil
+      priority = (events & IO::PRIORITY) != 0 ? [io] : nil
+      ready = blocking { IO.select(readers, writers, priority, 0) }
+      return 0 unless ready
+
+      got = 0
+      got |= IO::READABLE unless ready[0].empty?
+      got |= IO::WRITABLE unless ready[1].empty?
+      got |= IO::PRIORITY unless ready[2].empty?
+      got
+    end
+
+    # Runs the block in a blocking fiber: there, IO methods do their system
+    # calls themselves instead of calling this scheduler's hooks. One such
+    # fiber is kept per thread and reused (a new fiber per call costs ~30x
+    # more: 3.7 us against 0.13 us on Ruby 3.1).
+    def blocking(&block)
+      return yield if Fiber.blocking?
+
+      fiber = @syscall_fiber
+      fiber = @syscall_fiber = syscall_fiber unless fiber&.alive? && @syscall_thread == Thread.current
+      value, error = fiber.resume(block)
+      raise error if error
+
+      value
+    end
+
+    def syscall_fiber
+      @syscall_thread = Thread.current
+      Fiber.new(blocking: true) do |job|
+        loop do
+          outcome = begin
+            [job.call, nil]
+          rescue Exception => e # rubocop:disable Lint/RescueException -- raised again in the caller's fiber
+            [nil, e]
+          end
+          job = Fiber.yield(outcome)
+        end
+      end
+    end
+
+    def wake
+      @wake_w.write_nonblock(WAKE, exception: false)
+    rescue IOError
+      nil # released meanwhile
+    end
+
+    def usable!
+      if inert?
+        raise Farce::Error, "this Farce::Scheduler was created before fork and is inert in the child; " \
+                            "create a new scheduler after fork"
+      end
+      raise Farce::Error, "scheduler is closed" unless @open
+    end
+
+    def inert?
+      @fork_generation != RubyCore.fork_generation
+    end
+
+    def to_io(io)
+      return io if io.is_a?(IO)
+
+      IO.try_convert(io) || raise(TypeError, "no implicit conversion of #{io.class} into IO")
+    end
+
+    def integer(value)
+      raise TypeError, "no implicit conversion of #{value.class} into Integer" unless value.is_a?(Numeric)
+
+      Integer(value)
+    end
+
+    # Seconds (nil: none) as the native core reads them.
+    def interval(timeout)
+      return nil if timeout.nil?
+
+      raise TypeError, "can't convert #{timeout.class} into time interval" unless timeout.is_a?(Numeric)
+
+      seconds = timeout.to_f
+      raise ArgumentError, "timeout is NaN" if seconds.nan?
+      raise ArgumentError, "timeout must not be negative (got #{seconds})" if seconds.negative?
+
+      seconds > FOREVER ? nil : seconds
+    end
+
+    def monotonic
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+  end
+end
