@@ -425,7 +425,7 @@ class TestFork < Minitest::Test
         File.write(script, code)
         run = lambda do |dirs|
           shell = "mount -t tmpfs -o noexec tmpfs #{noexec} && exec #{RbConfig.ruby} -I #{FarceTestHelper::LIB} #{script}"
-          env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => dirs }
+          env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => dirs, "FARCE_REQUIRE_NATIVE" => "1" }
           out = IO.popen(env, ["timeout", "-s", "KILL", "60", "unshare", "-m", "sh", "-c", shell], err: %i[child out], &:read)
           [out, $?]
         end
@@ -444,7 +444,9 @@ class TestFork < Minitest::Test
   def test_refused_everywhere_raises_naming_every_reason
     skip_on_ruby_core "loads no copies of the Go core"
     begin
-      env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => "/nonexistent-farce:/proc" }
+      # FARCE_REQUIRE_NATIVE: raise rather than fall back to the Ruby core
+      env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => "/nonexistent-farce:/proc",
+              "FARCE_REQUIRE_NATIVE" => "1" }
       out, status = ruby_subprocess(<<~RUBY, timeout: 60, env: env)
         require "farce"
         parent = Farce::Scheduler.new
@@ -474,5 +476,30 @@ class TestFork < Minitest::Test
       assert_match(/inherited closed=true info_failure=true loaded=false/, out)
       assert_match(/child exit 0/, out)
     end
+  end
+
+  # Without FARCE_REQUIRE_NATIVE, :auto in a child whose reload is refused
+  # runs on the pure-Ruby core, says so once on stderr, and fallback_reason
+  # carries the loader's list of refusals.
+  def test_refused_everywhere_falls_back_to_the_ruby_core_for_auto
+    skip_on_ruby_core "loads no copies of the Go core"
+    env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => "/nonexistent-farce" }
+    out, status = ruby_subprocess(<<~RUBY, timeout: 60, env: env)
+      require "farce"
+      Farce.run { sleep 0.001 }
+      pid = fork do
+        s = Farce::Scheduler.new
+        puts "backend=\#{s.backend} reason=\#{s.fallback_reason}"
+        puts "run=\#{Farce.run { Fiber.schedule { sleep 0.001 }; :ok }}"
+        $stdout.flush
+        exit!(0)
+      end
+      puts "child exit \#{Process.wait2(pid)[1].exitstatus}"
+    RUBY
+    assert status.success?, out
+    assert_match(%r{^backend=ruby reason=.*refused everywhere.*/nonexistent-farce: cannot create a file}, out)
+    assert_match(/^run=ok$/, out)
+    assert_equal 1, out.scan("running on the pure-Ruby core").size, out
+    assert_match(/child exit 0/, out)
   end
 end
