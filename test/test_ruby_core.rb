@@ -153,31 +153,4 @@ class TestRubyCore < Minitest::Test
     assert_match(/extension is not built for Ruby #{Regexp.escape(RUBY_VERSION)}/, out)
   end
 
-  def test_a_child_of_a_started_runtime_with_farce_require_native_raises
-    skip_on_ruby_core "starts no Go runtime"
-    out, status = ruby_subprocess(<<~RUBY, env: { "FARCE_BACKEND" => nil })
-      require "farce"
-      Farce::Scheduler.new.close
-      pid = fork do
-        ENV["FARCE_REQUIRE_NATIVE"] = "1"
-        begin
-          Farce::Scheduler.new
-          puts "no error"
-        rescue Farce::Error => e
-          puts "refused: \#{e.message[/FARCE_REQUIRE_NATIVE is set/]}"
-        end
-        ENV.delete("FARCE_REQUIRE_NATIVE")
-        s = Farce::Scheduler.new
-        puts "fallback: \#{s.backend} \#{s.fallback_reason[/before fork/]}"
-        puts Farce.run { r, w = IO.pipe; Fiber.schedule { w.write("ok") }; r.read(2) }
-        $stdout.flush
-        exit!(0)
-      end
-      Process.wait(pid)
-    RUBY
-    assert status.success?, out
-    assert_match(/^refused: FARCE_REQUIRE_NATIVE is set$/, out)
-    assert_match(/^fallback: ruby before fork$/, out)
-    assert_match(/^ok$/, out)
-  end
 end
