@@ -1,5 +1,3 @@
-//go:build ignore
-
 /*
  * Loading the Go core. The rules here come from DESIGN.md, each one a
  * hang or a crash when broken:

@@ -1,5 +1,3 @@
-//go:build ignore
-
 /*
  * Loading the Go core (libfarce_core.so) on first use; see core_loader.c.
  */
@@ -7,7 +5,7 @@
 #define FARCE_CORE_LOADER_H 1
 
 #include <ruby.h>
-#include "farce_core.h"
+#include "core/farce_core.h"
 
 /* The Go core's exported functions, resolved by farce_core_load(). */
 struct farce_core_api {

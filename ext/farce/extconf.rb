@@ -1,9 +1,11 @@
 # frozen_string_literal: true
 
-# Builds both halves of farce: the Ruby extension (shim.c, core_loader.c)
-# with mkmf, and the Go core (export.go over internal/) as a
-# -buildmode=c-shared library installed next to it. The shim dlopen's the core
-# on the first Farce::Scheduler.new, never at require time.
+# Builds both halves of farce: the Ruby extension (the C files in this
+# folder) with mkmf, and the Go core (core/export.go over internal/, with
+# core/'s C, which only cgo compiles) as a -buildmode=c-shared library
+# installed next to it. The extension dlopen's the core on first use (the
+# first Farce::Scheduler.new, or a selector's first wait), never at require
+# time.
 require "mkmf"
 
 GO_MINIMUM = [1, 24].freeze
@@ -49,7 +51,8 @@ have_func("rb_io_buffer_get_bytes_for_writing", "ruby/io/buffer.h") ||
 have_func("rb_fiber_raise", "ruby.h")
 have_func("rb_io_descriptor", "ruby/io.h") # 3.1+: Ruby 3.3 deprecates rb_io_t's fd field
 $CFLAGS << " -std=gnu11 -Wall -Wno-unused-parameter"
-$srcs = %w[shim.c core_loader.c offload.c selector.c fd_table.c glue.c]
+$srcs = %w[extension.c fiber_scheduler.c io_event_selector.c loop_core.c wait_table.c io_transfer.c
+           process_wait.c fd_table.c positional_io.c core_loader.c]
 create_makefile("farce/farce_shim")
 
 File.open("Makefile", "a") do |makefile|
@@ -62,7 +65,7 @@ File.open("Makefile", "a") do |makefile|
     .PHONY: $(FARCE_CORE) install-farce-core clean-farce-core
     all: $(FARCE_CORE)
     $(FARCE_CORE):
-    \tcd $(FARCE_ROOT) && CGO_ENABLED=1 GOFLAGS="$${GOFLAGS:--mod=mod}" $(FARCE_GO) build -trimpath -buildmode=c-shared -o "$(CURDIR)/$(FARCE_CORE)" ./ext/farce
+    \tcd $(FARCE_ROOT) && CGO_ENABLED=1 GOFLAGS="$${GOFLAGS:--mod=mod}" $(FARCE_GO) build -trimpath -buildmode=c-shared -o "$(CURDIR)/$(FARCE_CORE)" ./ext/farce/core
     install-so: install-farce-core
     install-farce-core: $(FARCE_CORE)
     \t$(MAKEDIRS) $(RUBYARCHDIR)

@@ -1,5 +1,3 @@
-//go:build ignore
-
 /*
  * Descriptor identity for the front ends; see fd_table.h.
  */
@@ -10,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "fd_table.h"
-#include "glue.h"
+#include "loop_core.h"
 
 static void grow(farce_fd_table *t, int fd)
 {

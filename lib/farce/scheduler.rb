@@ -7,7 +7,8 @@ require_relative "select"
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
   # (io_wait, io_read, io_write, kernel_sleep, block, unblock, run) are
-  # implemented in C (ext/farce/shim.c); the rarely called ones live here.
+  # implemented in C (ext/farce/fiber_scheduler.c over the loop core shared
+  # with the io-event selector); the rarely called ones live here.
   # All of them are public methods that a subclass may override and `super`.
   class Scheduler
     # Backends a caller may name. Which ones exist depends on the system.
@@ -62,23 +63,14 @@ module Farce
     end
 
     # Process.wait and friends. A pidfd (Linux 5.3+) makes the child's exit a
-    # readable descriptor the loop waits on; elsewhere, and for "any child"
-    # waits (pid <= 0), a helper thread does the blocking waitpid.
+    # readable descriptor the loop waits on (ext/farce/process_wait.c, shared
+    # with the io-event selector); elsewhere, and for "any child" waits
+    # (pid <= 0), a helper thread does the blocking waitpid.
     def process_wait(pid, flags)
-      return Process::Status.wait(pid, flags) if (flags & Process::WNOHANG) != 0
-
-      pidfd = pid.positive? ? Farce.__pidfd_open(pid) : nil
-      return Thread.new { Process::Status.wait(pid, flags) }.value unless pidfd
-
-      io = IO.for_fd(pidfd, autoclose: true)
-      begin
-        loop do
-          io.wait_readable
-          status = Process::Status.wait(pid, flags | Process::WNOHANG)
-          return status if status
-        end
-      ensure
-        io.close
+      loop do
+        status = __process_wait(pid, flags)
+        return Thread.new { Process::Status.wait(pid, flags) }.value if status == :thread
+        return status unless status == false # false: resumed by hand, wait again
       end
     end
 
@@ -102,7 +94,7 @@ module Farce
       offload(work)
     end
 
-    # io_pread and io_pwrite (Ruby 3.3+) are C methods (ext/farce/offload.c):
+    # io_pread and io_pwrite (Ruby 3.3+) are C methods (ext/farce/positional_io.c):
     # Ruby 3.3 and 3.4 call them without the GVL for IO#pread/IO#pwrite.
     # With the GVL they come here: the transfer runs on a worker thread,
     # since a regular file is always "ready" and would stall the loop.
