@@ -183,7 +183,14 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
     l->idle_duration = 0.0;
     l->batch_pos = l->batch_len = 0;
     int64_t n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
-    if (n == 0 && block_ns != 0) {
+    if (n == 0 && block_ns == 0) {
+        /* The io_uring driver defers submissions from a zero-timeout poll
+         * that finds nothing to the blocking poll it expects next, never
+         * twice in a row (uring_linux.go). A zero-timeout select has no
+         * next: the second call submits, so readiness armed in this very
+         * call is seen (io-event's contract). */
+        n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
+    } else if (n == 0) {
         /* the close scan must get its turn while descriptor waits are parked */
         if (l->fd_parked && (block_ns < 0 || block_ns > FARCE_CLOSE_SCAN_NS)) block_ns = FARCE_CLOSE_SCAN_NS;
         struct blocking_poll a = {l->handle, block_ns, l->batch, FARCE_BATCH, 0};

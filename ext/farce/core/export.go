@@ -266,27 +266,14 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	if c.s.Closed() {
 		return -C.FARCE_E_HANDLE
 	}
-	timeout := c.s.BeginPoll()
-	if limit := time.Duration(blockNS); limit >= 0 && (timeout < 0 || timeout > limit) {
-		timeout = limit
-	}
-	buf := c.s.EventBuffer()
-	var n int
-	var err error
-	if timeout == 0 {
-		n, err = c.s.Driver().Wait(buf, 0)
-	} else {
-		c.mu.Unlock() // let other threads read stats while we sleep
-		n, err = c.s.Driver().Wait(buf, timeout)
-		c.mu.Lock()
-	}
-	if err != nil {
-		c.s.EndPoll(nil)
+	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
+	n, err := c.s.Poll(comps, durationNS(blockNS), &c.mu) // c.mu is unlocked while it sleeps, for stats and wakes
+	// Interrupted with work already drained: hand it out; the caller runs
+	// Ruby's interrupts after every kernel wait anyway.
+	if err != nil && (n == 0 || !errors.Is(err, unix.EINTR)) {
 		return c.fail(err)
 	}
-	c.s.EndPoll(buf[:n])
-	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
-	return C.int64_t(c.s.Drain(comps))
+	return C.int64_t(n)
 }
 
 //export farce_stats
