@@ -272,22 +272,22 @@ static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
 /* Ruby 3.2+: io_read(io, buffer, length, offset) */
 static VALUE sched_io_read(VALUE self, VALUE io, VALUE buffer, VALUE length, VALUE offset)
 {
-    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, NUM2SIZET(offset), -1, FARCE_READ, "io_read");
+    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, NUM2SIZET(offset), -1, FARCE_READ);
 }
 static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length, VALUE offset)
 {
-    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, NUM2SIZET(offset), -1, FARCE_WRITE, "io_write");
+    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, NUM2SIZET(offset), -1, FARCE_WRITE);
 }
 #define IO_RW_ARITY 4
 #else
 /* Ruby 3.1: io_read(io, buffer, length) */
 static VALUE sched_io_read(VALUE self, VALUE io, VALUE buffer, VALUE length)
 {
-    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, 0, -1, FARCE_READ, "io_read");
+    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, 0, -1, FARCE_READ);
 }
 static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length)
 {
-    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, 0, -1, FARCE_WRITE, "io_write");
+    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, 0, -1, FARCE_WRITE);
 }
 #define IO_RW_ARITY 3
 #endif

@@ -368,7 +368,7 @@ static VALUE sel_io_read(int argc, VALUE *argv, VALUE self)
 {
     rb_check_arity(argc, 4, 5);
     return farce_io_transfer(&get_sel(self)->loop, argv[1], argv[2], argv[3], argc > 4 ? NUM2SIZET(argv[4]) : 0, -1,
-                             FARCE_READ, "io_read");
+                             FARCE_READ);
 }
 
 /* call-seq: io_write(fiber, io, buffer, length, offset = 0) -> count or -errno */
@@ -376,7 +376,7 @@ static VALUE sel_io_write(int argc, VALUE *argv, VALUE self)
 {
     rb_check_arity(argc, 4, 5);
     return farce_io_transfer(&get_sel(self)->loop, argv[1], argv[2], argv[3], argc > 4 ? NUM2SIZET(argv[4]) : 0, -1,
-                             FARCE_WRITE, "io_write");
+                             FARCE_WRITE);
 }
 
 /* Positional calls are for files, which have no readiness to wait for, so
@@ -388,7 +388,7 @@ static VALUE sel_io_pread(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE
 {
     off_t pos = NUM2OFFT(from);
     if (pos < 0) return INT2NUM(-EINVAL);
-    return farce_io_transfer(&get_sel(self)->loop, io, buffer, length, NUM2SIZET(offset), pos, FARCE_READ, "io_pread");
+    return farce_io_transfer(&get_sel(self)->loop, io, buffer, length, NUM2SIZET(offset), pos, FARCE_READ);
 }
 
 /* call-seq: io_pwrite(fiber, io, buffer, from, length, offset) -> count or -errno */
@@ -396,7 +396,7 @@ static VALUE sel_io_pwrite(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALU
 {
     off_t pos = NUM2OFFT(from);
     if (pos < 0) return INT2NUM(-EINVAL);
-    return farce_io_transfer(&get_sel(self)->loop, io, buffer, length, NUM2SIZET(offset), pos, FARCE_WRITE, "io_pwrite");
+    return farce_io_transfer(&get_sel(self)->loop, io, buffer, length, NUM2SIZET(offset), pos, FARCE_WRITE);
 }
 
 /* call-seq: io_close(io_or_descriptor) -> nil

@@ -70,7 +70,7 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
 }
 
 VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, size_t offset, off_t from,
-                        enum farce_direction direction, const char *hook)
+                        enum farce_direction direction)
 {
     int reading = direction == FARCE_READ;
     io = rb_io_get_io(io);
@@ -91,10 +91,8 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
             rb_io_buffer_get_bytes_for_reading(buffer, &readable, &size);
             base = (void *)(uintptr_t)readable; /* only ever written out */
         }
-        if (offset > size || length > size - offset) {
-            rb_raise(rb_eArgError, "%s: length %zu at offset %zu exceeds the buffer (%zu bytes)", hook, length,
-                     offset, size);
-        }
+        /* io-event's selectors answer -EINVAL here; both front ends do */
+        if (offset > size || length > size - offset) return INT2NUM(-EINVAL);
         size_t room = size - offset - total;
         if (room == 0) return SIZET2NUM(total);
         char *at = (char *)base + offset + total;
@@ -150,6 +148,7 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
             continue;
         }
         if (e == EAGAIN || e == EWOULDBLOCK) {
+            farce_loop_start(l, NULL); /* it must wait: the selector's lazy core is needed now, ops included */
             if (!positional && use_ops(l, f)) {
                 if (reading) f->async = 1;
                 else op_next = 1;
