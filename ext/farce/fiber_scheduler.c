@@ -11,7 +11,6 @@
 #define _GNU_SOURCE 1
 #endif
 #include <errno.h>
-#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <ruby.h>
@@ -425,28 +424,25 @@ static VALUE sched_io_close(VALUE self, VALUE target)
 }
 
 /* call-seq: __select_ready(io, events) -> events ready now (0 if none)
- * For io_select: what poll(2) reports this instant, plus READABLE when Ruby
- * holds buffered input for the IO (as IO.select counts it). Never parks. */
+ * For io_select: what the core reports this instant (its one mapping of
+ * POLLHUP and friends: a hang-up is readable and writable), plus READABLE
+ * when Ruby holds buffered input for the IO (as IO.select counts it). Never
+ * parks. */
 static VALUE sched_select_ready(VALUE self, VALUE io, VALUE events)
 {
+    farce_sched *s = get_sched(self);
     rb_io_t *fptr;
     io = rb_io_get_io(io);
     GetOpenFile(io, fptr);
     rb_io_check_closed(fptr);
-    int ev = NUM2INT(events), got = 0;
+    int ev = NUM2INT(events) & (RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE), got = 0;
     if ((ev & RUBY_IO_READABLE) && rb_io_read_pending(fptr)) got |= RUBY_IO_READABLE;
-    struct pollfd p = {farce_io_descriptor(io), 0, 0};
-    if (ev & RUBY_IO_READABLE) p.events |= POLLIN;
-    if (ev & RUBY_IO_WRITABLE) p.events |= POLLOUT;
-    if (ev & RUBY_IO_PRIORITY) p.events |= POLLPRI;
-    int n;
-    do n = poll(&p, 1, 0); while (n < 0 && errno == EINTR);
-    if (n > 0) {
-        if (p.revents & POLLNVAL) rb_raise(rb_eIOError, "closed stream");
-        if (p.revents & (POLLIN | POLLHUP | POLLERR)) got |= ev & RUBY_IO_READABLE;
-        if (p.revents & (POLLOUT | POLLERR)) got |= ev & RUBY_IO_WRITABLE;
-        if (p.revents & POLLPRI) got |= ev & RUBY_IO_PRIORITY;
-    }
+    if (!(ev & ~got)) return INT2NUM(got);
+    int fd = farce_io_descriptor(io);
+    farce_fd_ent *f = farce_fd_table_entry(&s->loop.fds, s->loop.handle, s->loop.backend, io, fd);
+    if (!f->pollable) return INT2NUM(ev);
+    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)(ev & ~got), 0, FARCE_KNOWN_UNKNOWN);
+    if (r > 0) got |= (int)r & ev;
     return INT2NUM(got);
 }
 

@@ -62,6 +62,17 @@ static void release_orphans(void)
     while (norphans > 0) farce_core.close(orphans[--norphans]);
 }
 
+VALUE farce_backend_names(void)
+{
+    farce_core_load();
+    if (!farce_core.backends) rb_raise(farce_eError, "farce's Go core predates farce_backends: rebuild with `rake compile`");
+    char buf[256] = "";
+    farce_core.backends(buf, sizeof(buf));
+    VALUE names = rb_ary_new();
+    for (char *name = strtok(buf, ", "); name; name = strtok(NULL, ", ")) rb_ary_push(names, ID2SYM(rb_intern(name)));
+    return rb_ary_freeze(names);
+}
+
 /* ---- lifetime ------------------------------------------------------------------- */
 
 void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
@@ -90,7 +101,13 @@ void farce_loop_start(farce_loop *l, const char *backend)
     char name[64] = "", reason[512] = "";
     int wake_fd = -1;
     int64_t h = farce_core.new_(backend, name, sizeof(name), reason, sizeof(reason), &wake_fd);
-    if (h == -FARCE_E_ARGUMENT) rb_raise(rb_eArgError, "farce: %s", reason);
+    if (h == -FARCE_E_ARGUMENT) {
+        VALUE names = farce_backend_names(), list = rb_str_new_cstr("");
+        for (long i = 0; i < RARRAY_LEN(names); i++) {
+            rb_str_catf(list, "%s%"PRIsVALUE, i ? ", " : "", rb_inspect(RARRAY_AREF(names, i)));
+        }
+        rb_raise(rb_eArgError, "unknown farce backend :%s (choices: %"PRIsVALUE")", backend, list);
+    }
     if (h <= 0) rb_raise(farce_eError, "cannot start farce with backend %s: %s", backend, reason);
     l->handle = h;
     l->wake_fd = wake_fd;

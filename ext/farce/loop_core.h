@@ -162,6 +162,10 @@ VALUE farce_loop_process_wait(farce_loop *l, VALUE pid, VALUE flags);
 /* The core's counters as a Hash. */
 VALUE farce_loop_stats(farce_loop *l);
 
+/* The backends this system's core offers (Go's list, "auto" first), as
+ * symbols; loads the core. */
+VALUE farce_backend_names(void);
+
 /* ---- small helpers --------------------------------------------------------- */
 
 /* Ruby timeout (nil or seconds) to nanoseconds; -1 means none. NaN and

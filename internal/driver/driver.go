@@ -113,6 +113,10 @@ func timeoutMillis(d time.Duration) int {
 	return int(ms)
 }
 
+// Choices lists the names Open accepts on this system, "auto" first, comma
+// separated: the one backend list, which Ruby gets through farce_backends.
+func Choices() string { return choices() }
+
 // Open creates the named driver. "auto" picks the best one this system has
 // and returns why it did not pick a better one (empty when it did).
 func Open(name string) (d Driver, fallbackReason string, err error) {

@@ -11,26 +11,28 @@ module Farce
   # with the io-event selector); the rarely called ones live here.
   # All of them are public methods that a subclass may override and `super`.
   class Scheduler
-    # Backends a caller may name. Which ones exist depends on the system.
-    BACKENDS = %i[auto epoll poll io_uring].freeze
+    # The default backend: FARCE_BACKEND from the environment, else :auto
+    # (read by the core, in one place for both front ends).
+    FROM_ENVIRONMENT = Object.new.freeze
+    private_constant :FROM_ENVIRONMENT
 
     # backend: :auto picks the best available driver (see #fallback_reason),
-    # or name one of BACKENDS. The FARCE_BACKEND environment variable is the
-    # default.
+    # or name one of Farce.backends (what this system's core offers). The
+    # FARCE_BACKEND environment variable is the default.
     #
     # worker_threads, worker_queue: size of the pool of Ruby threads that
     # runs blocking operations (Ruby 3.4's blocking_operation_wait) and
     # pread/pwrite off the loop's thread, and how many jobs may wait for a
     # free thread. Threads start on first use.
-    def initialize(backend: ENV.fetch("FARCE_BACKEND", "auto"),
+    def initialize(backend: FROM_ENVIRONMENT,
                    worker_threads: WorkerPool::DEFAULT_SIZE, worker_queue: WorkerPool::DEFAULT_QUEUE_SIZE)
-      name = backend.respond_to?(:to_sym) ? backend.to_sym : backend
-      unless BACKENDS.include?(name)
-        raise ArgumentError, "unknown farce backend #{backend.inspect} (choices: #{BACKENDS.map(&:inspect).join(', ')})"
-      end
+      name = if backend.equal?(FROM_ENVIRONMENT) then nil
+             elsif backend.is_a?(Symbol) || backend.is_a?(String) then backend.to_s
+             else raise ArgumentError, "farce backend must be a Symbol or String, not #{backend.inspect}"
+             end
 
       @worker_pool = WorkerPool.new(size: worker_threads, queue_size: worker_queue)
-      __open(name.to_s)
+      __open(name)
     end
 
     # The pool of worker threads (see WorkerPool).

@@ -113,6 +113,9 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	d, why, err := driver.Open(C.GoString(backend))
 	if err != nil {
 		copyOut(reason, reasonLen, err.Error())
+		if errors.Is(err, driver.ErrUnknownBackend) {
+			return -C.FARCE_E_ARGUMENT // a name this system does not offer (farce_backends lists them)
+		}
 		return -C.FARCE_E_BACKEND
 	}
 	copyOut(name, nameLen, d.Name())
@@ -124,6 +127,16 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	handles[id] = &core{s: sched.New(d, nil)}
 	handlesMu.Unlock()
 	return C.int64_t(id)
+}
+
+// farce_backends copies the backend names this system offers ("auto, epoll,
+// io_uring, poll"), NUL-terminated, into buf and returns their length.
+//
+//export farce_backends
+func farce_backends(buf *C.char, n C.int) C.int64_t {
+	choices := driver.Choices()
+	copyOut(buf, n, choices)
+	return C.int64_t(len(choices))
 }
 
 //export farce_close
