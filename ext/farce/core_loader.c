@@ -127,6 +127,7 @@ void farce_core_load(void)
     RESOLVE(poll, "farce_poll");
     RESOLVE(stats, "farce_stats");
     *(void **)&farce_core.backends = dlsym(handle, "farce_backends");
+    *(void **)&farce_core.probe = dlsym(handle, "farce_probe");
     *(void **)&farce_core.ops_supported = dlsym(handle, "farce_ops_supported");
     *(void **)&farce_core.submit_op = dlsym(handle, "farce_submit_op");
     *(void **)&farce_core.cancel_op = dlsym(handle, "farce_cancel_op");

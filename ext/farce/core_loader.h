@@ -21,7 +21,9 @@ struct farce_core_api {
     int64_t (*forget_fd)(int64_t h, int fd);
     int64_t (*poll)(int64_t h, int64_t block_ns, farce_completion *out, int capacity);
     int64_t (*stats)(int64_t h, int64_t *out, int n);
-    int64_t (*backends)(char *buf, int len); /* optional: NULL in a core that predates it */
+    /* optional (NULL in a core that predates them) */
+    int64_t (*backends)(char *buf, int len);
+    int64_t (*probe)(int fd, uint32_t events);
     /* optional (NULL when the core lacks them): completion operations */
     int64_t (*ops_supported)(int64_t h);
     int64_t (*submit_op)(int64_t h, int kind, int fd, uint64_t ptr, uint64_t len, int64_t offset, uint64_t *token);

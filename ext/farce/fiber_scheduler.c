@@ -424,8 +424,9 @@ static VALUE sched_io_close(VALUE self, VALUE target)
 }
 
 /* call-seq: __select_ready(io, events) -> events ready now (0 if none)
- * For io_select: what the core reports this instant (its one mapping of
- * POLLHUP and friends: a hang-up is readable and writable), plus READABLE
+ * For io_select: what the kernel reports this instant, through the core's
+ * one mapping of POLLHUP and friends (a hang-up is ready for everything
+ * asked), ignoring what the core remembers of the descriptor; plus READABLE
  * when Ruby holds buffered input for the IO (as IO.select counts it). Never
  * parks. */
 static VALUE sched_select_ready(VALUE self, VALUE io, VALUE events)
@@ -438,10 +439,11 @@ static VALUE sched_select_ready(VALUE self, VALUE io, VALUE events)
     int ev = NUM2INT(events) & (RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE), got = 0;
     if ((ev & RUBY_IO_READABLE) && rb_io_read_pending(fptr)) got |= RUBY_IO_READABLE;
     if (!(ev & ~got)) return INT2NUM(got);
-    int fd = farce_io_descriptor(io);
-    farce_fd_ent *f = farce_fd_table_entry(&s->loop.fds, s->loop.handle, s->loop.backend, io, fd);
-    if (!f->pollable) return INT2NUM(ev);
-    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)(ev & ~got), 0, FARCE_KNOWN_UNKNOWN);
+    if (!farce_core.probe) rb_raise(farce_eError, "farce's Go core predates farce_probe: rebuild with `rake compile`");
+    farce_stack_guard();
+    int64_t r = farce_core.probe(farce_io_descriptor(io), (uint32_t)(ev & ~got));
+    if (r == -EBADF) rb_raise(rb_eIOError, "closed stream");
+    if (r < 0) farce_loop_raise(&s->loop, r, "IO.select");
     if (r > 0) got |= (int)r & ev;
     return INT2NUM(got);
 }

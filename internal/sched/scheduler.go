@@ -210,12 +210,12 @@ func (s *Scheduler) WaitFD(fd int, events Events, timeout time.Duration, known R
 			return 0, got, nil
 		}
 		if known == Unknown && st.notReady&events != events {
-			got, err := driver.Probe(fd, events)
+			got, hungUp, err := ProbeFD(fd, events)
 			if err != nil {
-				return 0, 0, fmt.Errorf("fd %d: %w", fd, err)
+				return 0, 0, err
 			}
-			if got&driver.Hangup != 0 {
-				return 0, events, nil
+			if hungUp {
+				return 0, got, nil
 			}
 			if got != 0 {
 				st.notReady &^= got
@@ -423,6 +423,26 @@ func (s *Scheduler) Drain(out []Completion) int {
 	}
 	s.completed += uint64(n)
 	return n
+}
+
+// ProbeFD asks the kernel, without blocking and without any cached
+// knowledge, which of events (Ruby's bits) fd is ready for. A hang-up or an
+// error makes it ready for all of them (and hungUp true): the caller's next
+// call reports the cause. WaitFD uses it for a descriptor it knows nothing
+// about, IO.select's instant check (farce_probe) for every descriptor.
+func ProbeFD(fd int, events Events) (ready Events, hungUp bool, err error) {
+	if err := ValidateFD(fd); err != nil {
+		return 0, false, err
+	}
+	events &= driver.RubyMask
+	got, err := driver.Probe(fd, events)
+	if err != nil {
+		return 0, false, fmt.Errorf("fd %d: %w", fd, err)
+	}
+	if got&driver.Hangup != 0 {
+		return events, true, nil
+	}
+	return got & events, false, nil
 }
 
 // Poll runs one whole iteration (arm waits, ask the driver, apply what it

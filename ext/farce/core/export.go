@@ -139,6 +139,23 @@ func farce_backends(buf *C.char, n C.int) C.int64_t {
 	return C.int64_t(len(choices))
 }
 
+// farce_probe returns the events (Ruby's bits) fd is ready for this instant,
+// 0 when none, or a negative code. It needs no scheduler: IO.select's
+// instant check, with the same mapping of hang-ups as every wait.
+//
+//export farce_probe
+func farce_probe(fd C.int, events C.uint32_t) C.int64_t {
+	got, _, err := sched.ProbeFD(int(fd), sched.Events(events))
+	if err != nil {
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return -C.int64_t(errno)
+		}
+		return -C.FARCE_E_ARGUMENT
+	}
+	return C.int64_t(got)
+}
+
 //export farce_close
 func farce_close(h C.int64_t) C.int64_t {
 	handlesMu.Lock()
