@@ -8,25 +8,7 @@ import "golang.org/x/sys/unix"
 // flags (uring_linux.go).
 func init() {
 	eventMappers = append(eventMappers, eventMapper{"epoll and io_uring", func(r kernelReport) (Events, bool) {
-		var m uint32
-		if r.readable {
-			m |= unix.EPOLLIN
-		}
-		if r.priority {
-			m |= unix.EPOLLPRI
-		}
-		if r.writable {
-			m |= unix.EPOLLOUT
-		}
-		if r.hangup {
-			m |= unix.EPOLLHUP
-		}
-		if r.err {
-			m |= unix.EPOLLERR
-		}
-		if r.readHangup {
-			m |= unix.EPOLLRDHUP
-		}
-		return epollToEvents(m), true
+		m, ok := kernelBits{unix.EPOLLIN, unix.EPOLLPRI, unix.EPOLLOUT, unix.EPOLLHUP, unix.EPOLLERR, unix.EPOLLRDHUP}.encode(r)
+		return epollToEvents(m), ok
 	}})
 }

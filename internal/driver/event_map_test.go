@@ -21,6 +21,27 @@ type kernelReport struct {
 	readHangup                   bool // peer shut down its writing side only
 }
 
+// kernelBits names one driver's flag for each part of a report; 0 where its
+// kernel interface has none.
+type kernelBits struct{ readable, priority, writable, hangup, err, readHangup uint32 }
+
+// encode is the driver's flags for r; ok is false when a part of r has no flag.
+func (b kernelBits) encode(r kernelReport) (m uint32, ok bool) {
+	for _, part := range []struct {
+		set  bool
+		flag uint32
+	}{{r.readable, b.readable}, {r.priority, b.priority}, {r.writable, b.writable},
+		{r.hangup, b.hangup}, {r.err, b.err}, {r.readHangup, b.readHangup}} {
+		if part.set && part.flag == 0 {
+			return 0, false
+		}
+		if part.set {
+			m |= part.flag
+		}
+	}
+	return m, true
+}
+
 // eventMapper maps a report through one driver's flags. ok is false when the
 // driver's kernel interface cannot express the report.
 type eventMapper struct {
@@ -63,26 +84,9 @@ var eventMappers = []eventMapper{
 		return ev, true
 	}},
 	{"afd", func(r kernelReport) (Events, bool) {
-		if r.readHangup {
-			return 0, false // AFD_POLL_DISCONNECT is the only FIN report
-		}
-		var m uint32
-		if r.readable {
-			m |= afdPollReceive
-		}
-		if r.priority {
-			m |= afdPollReceiveExpedited
-		}
-		if r.writable {
-			m |= afdPollSend
-		}
-		if r.hangup {
-			m |= afdPollDisconnect
-		}
-		if r.err {
-			m |= afdPollAbort
-		}
-		return afdToEvents(m), true
+		// AFD_POLL_DISCONNECT is its only FIN report: no half close
+		m, ok := kernelBits{afdPollReceive, afdPollReceiveExpedited, afdPollSend, afdPollDisconnect, afdPollAbort, 0}.encode(r)
+		return afdToEvents(m), ok
 	}},
 }
 
