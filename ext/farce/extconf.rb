@@ -40,7 +40,7 @@ when /linux/ then nil
 when /darwin|bsd/
   warn "farce: macOS and the BSDs use the kqueue driver; you need Go and Xcode command line tools (cc)."
 when /mingw|mswin|cygwin/
-  abort_build("Windows is not supported by the Ruby extension yet (the IOCP driver exists in Go, the shim is POSIX-only).")
+  abort_build("Windows is not supported by the Ruby extension yet (the IOCP driver exists in Go, the extension is POSIX-only).")
 end
 
 go = find_go

@@ -172,6 +172,7 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
     farce_loop *l = &s->loop;
     rb_check_arity(argc, 0, 1);
     int64_t block_ns = farce_timeout_ns(argc ? argv[0] : Qnil);
+    l->idle_duration = 0.0;
 
     /* completions taken by a select that an exception cut short */
     long resumed = farce_loop_dispatch(l);

@@ -197,7 +197,6 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
 {
     farce_stack_guard(); /* the selector's loop runs on a fiber stack */
     scan_closed(l);
-    l->idle_duration = 0.0;
     l->batch_pos = l->batch_len = 0;
     int64_t n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
     if (n == 0 && block_ns == 0) {

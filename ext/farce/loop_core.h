@@ -91,7 +91,7 @@ struct farce_loop {
     int batch_pos, batch_len;
 
     volatile int in_kernel_wait; /* a wakeup from another thread must write wake_fd */
-    double idle_duration;        /* seconds the last poll slept in the kernel */
+    double idle_duration;        /* seconds the last blocking poll slept in the kernel */
     long ops_submitted;          /* completion operations started (stats) */
 };
 

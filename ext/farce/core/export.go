@@ -1,8 +1,8 @@
 // Command export builds libfarce_core.so (-buildmode=c-shared): the C ABI of
 // farce_core.h over internal/sched and internal/driver. It only translates:
 // validate the integers it is handed, call the core, turn errors into codes.
-// It never calls Ruby and never blocks except in farce_poll with block=1,
-// which the shim runs with the GVL released.
+// It never calls Ruby and never blocks except in farce_poll with blockNS != 0,
+// which the extension runs with the GVL released.
 package main
 
 /*
