@@ -37,19 +37,23 @@ typedef struct {
 
 static VALUE yield_to_loop(VALUE owner) { return rb_fiber_yield(0, NULL); }
 
-static void resume_fiber(farce_loop *l, const farce_wait *w, int64_t result)
+/* Resumes the fibers whose waits finished; an alarm raises in its fiber.
+ * A fiber's exception propagates with the batch cursor already past it. */
+static void dispatch(farce_loop *l)
 {
-    if (w->kind == FARCE_WAIT_ALARM) {
-        if (RTEST(rb_fiber_alive_p(w->fiber))) {
-            rb_fiber_raise(w->fiber, (int)RARRAY_LEN(w->extra), RARRAY_CONST_PTR(w->extra));
+    farce_wait w;
+    int64_t result;
+    while (farce_loop_next(l, &w, &result)) {
+        if (w.kind == FARCE_WAIT_ALARM) {
+            if (RTEST(rb_fiber_alive_p(w.fiber))) rb_fiber_raise(w.fiber, (int)RARRAY_LEN(w.extra), RARRAY_CONST_PTR(w.extra));
+            continue;
         }
-        return;
+        VALUE arg = LONG2FIX((long)result);
+        rb_fiber_resume(w.fiber, 1, &arg);
     }
-    VALUE arg = LONG2FIX((long)result);
-    rb_fiber_resume(w->fiber, 1, &arg);
 }
 
-static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, resume_fiber, 0};
+static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0};
 
 /* ---- GC -------------------------------------------------------------------- */
 
@@ -143,7 +147,7 @@ static VALUE run_loop(VALUE self)
     farce_sched *s = get_sched(self);
     farce_loop *l = &s->loop;
     for (;;) {
-        farce_loop_dispatch(l); /* may raise, as a fiber's exception does */
+        dispatch(l); /* may raise, as a fiber's exception does */
         if (l->closed) return Qnil;
         /* Worker threads need the GVL to start a job and to hand back its
          * result; a loop that never blocks would make them wait a whole

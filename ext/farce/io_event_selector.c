@@ -56,13 +56,22 @@ static VALUE transfer_to_loop(VALUE self)
     return rb_fiber_transfer(s->loop_fiber, 0, NULL);
 }
 
-static void transfer_to_fiber(farce_loop *l, const farce_wait *w, int64_t result)
+/* Transfers to the fibers whose waits finished; returns how many. A
+ * fiber's exception propagates with the batch cursor already past it. */
+static long dispatch(farce_loop *l)
 {
-    VALUE arg = LONG2FIX((long)result);
-    rb_fiber_transfer(w->fiber, 1, &arg);
+    long resumed = 0;
+    farce_wait w;
+    int64_t result;
+    while (farce_loop_next(l, &w, &result)) {
+        resumed++;
+        VALUE arg = LONG2FIX((long)result);
+        rb_fiber_transfer(w.fiber, 1, &arg);
+    }
+    return resumed;
 }
 
-static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, transfer_to_fiber, 1};
+static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1};
 
 /* ---- GC ------------------------------------------------------------------ */
 
@@ -175,7 +184,7 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
     l->idle_duration = 0.0;
 
     /* completions taken by a select that an exception cut short */
-    long resumed = farce_loop_dispatch(l);
+    long resumed = dispatch(l);
     if (l->closed) return LONG2NUM(resumed);
     if (run_ready(s) || resumed) block_ns = 0;
     if (l->closed) return LONG2NUM(resumed);
@@ -185,11 +194,12 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         if (block_ns == 0 || ready_any(s)) return LONG2NUM(resumed);
         farce_loop_start(l, NULL);
     }
+    farce_stack_guard(); /* Async's loop may run on a fiber stack */
     /* a few full batches before timers and the ready list get a turn */
     for (int round = 0; round < 4; round++) {
         int64_t n = farce_loop_poll(l, round == 0 && !ready_any(s) ? block_ns : 0);
         if (n == -EINTR) break;
-        resumed += farce_loop_dispatch(l);
+        resumed += dispatch(l);
         if (l->closed || n < FARCE_BATCH) break;
     }
     return LONG2NUM(resumed);

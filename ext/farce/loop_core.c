@@ -128,13 +128,13 @@ void farce_loop_release(farce_loop *l)
     l->parked = l->fd_parked = 0;
 }
 
-void farce_loop_check_usable(const farce_loop *l)
+void farce_loop_raise_unusable(const farce_loop *l)
 {
     if (farce_loop_inert(l)) {
         rb_raise(farce_eError, "this %s was created before fork and is inert in the child; "
                  "create a new one after fork", l->front->name);
     }
-    if (l->closed) rb_raise(farce_eError, "%s is closed", l->front->name);
+    rb_raise(farce_eError, "%s is closed", l->front->name);
 }
 
 void farce_loop_mark(farce_loop *l)
@@ -195,7 +195,6 @@ static void scan_closed(farce_loop *l)
 
 int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
 {
-    farce_stack_guard(); /* the selector's loop runs on a fiber stack */
     scan_closed(l);
     l->batch_pos = l->batch_len = 0;
     int64_t n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
@@ -229,33 +228,30 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
     return n;
 }
 
-long farce_loop_dispatch(farce_loop *l)
+int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
 {
-    long resumed = 0;
-    while (l->batch_pos < l->batch_len) {
+    while (!l->closed && l->batch_pos < l->batch_len) {
         farce_completion c = l->batch[l->batch_pos++];
         uint32_t slot = farce_token_slot(c.token);
         if (slot >= l->nwaits) continue;
         farce_wait *e = &l->waits[slot];
         if (e->gen != farce_token_gen(c.token) || !e->fiber) continue; /* cancelled meanwhile */
-        farce_wait w = *e;
+        *w = *e;
         memset(e, 0, sizeof(*e));
-        int64_t result = c.result;
-        if (w.kind != FARCE_WAIT_ALARM) {
+        *result = c.result;
+        if (w->kind != FARCE_WAIT_ALARM) {
             l->parked--;
-            if (w.kind == FARCE_WAIT_FD || w.kind == FARCE_WAIT_OP) l->fd_parked--;
+            if (w->kind == FARCE_WAIT_FD || w->kind == FARCE_WAIT_OP) l->fd_parked--;
         }
         /* a descriptor that was ready when the wait began: its events */
-        if (w.kind == FARCE_WAIT_FD && FIXNUM_P(w.extra)) result = FIX2LONG(w.extra);
-        if (w.kind == FARCE_WAIT_FIBER && w.extra != Qundef && w.extra) {
-            st_data_t key = (st_data_t)w.fiber;
+        if (w->kind == FARCE_WAIT_FD && FIXNUM_P(w->extra)) *result = FIX2LONG(w->extra);
+        if (w->kind == FARCE_WAIT_FIBER && w->extra != Qundef && w->extra) {
+            st_data_t key = (st_data_t)w->fiber;
             st_delete(l->blocked, &key, NULL);
         }
-        resumed++;
-        l->front->resume(l, &w, result); /* may raise: the cursor is already past c */
-        if (l->closed) break;
+        return 1;
     }
-    return resumed;
+    return 0;
 }
 
 /* ---- hooks both front ends answer the same way ---------------------------------- */

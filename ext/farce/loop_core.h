@@ -10,8 +10,9 @@
  * fork generation it belongs to; the wait table (token -> parked fiber);
  * the descriptor table; how a fiber parks and is resumed; the poll with its
  * fairness batch, the close scan and the cap the scan puts on the kernel
- * wait; timeout parsing; io_close. A front end describes only how a fiber
- * switches to its loop and back (farce_front_end).
+ * wait; timeout parsing; io_close. A front end describes how a parking
+ * fiber switches to its loop (farce_front_end), and its loop switches to the
+ * fibers farce_loop_next hands it.
  *
  * DESIGN.md's rules are kept here: Go sees integers only (rule 1), every
  * switch and raise happens after the Go call returned (2), the wait table
@@ -59,9 +60,6 @@ typedef struct {
     /* Switches from the current (parking) fiber to the loop; returns what
      * the fiber is resumed with. owner is the front end's Ruby object. */
     VALUE (*to_loop)(VALUE owner);
-    /* Switches from the loop to a fiber whose wait finished (kind, fiber
-     * and extra as they were in the wait table, now cleared). */
-    void (*resume)(farce_loop *l, const farce_wait *w, int64_t result);
     /* io-event's contract: a descriptor wait always suspends the fiber,
      * even when the descriptor is ready at once; the loop resumes it. */
     int suspend_when_ready;
@@ -110,8 +108,13 @@ void farce_loop_free(farce_loop *l);
 size_t farce_loop_memsize(const farce_loop *l);
 
 static inline int farce_loop_inert(const farce_loop *l) { return l->fork_generation != farce_fork_generation; }
-/* Raises unless the loop can run: not inherited through fork, not closed. */
-void farce_loop_check_usable(const farce_loop *l);
+/* Raises unless the loop can run: not inherited through fork, not closed.
+ * (Inline: every hook asks.) */
+NORETURN(void farce_loop_raise_unusable(const farce_loop *l));
+static inline void farce_loop_check_usable(const farce_loop *l)
+{
+    if (RB_UNLIKELY(farce_loop_inert(l) || l->closed)) farce_loop_raise_unusable(l);
+}
 
 /* ---- waiting --------------------------------------------------------------- */
 
@@ -134,7 +137,12 @@ void farce_loop_abandon(farce_loop *l, uint64_t token);
  * 0 on timeout, or FARCE_RESUMED_ELSEWHERE. Raises IOError when the
  * descriptor is closed meanwhile. Starts the core if needed. */
 int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeout_ns, int known);
-farce_wait *farce_loop_wait_at(farce_loop *l, uint32_t slot);
+farce_wait *farce_loop_wait_grow(farce_loop *l, uint32_t slot);
+/* The wait table entry of slot, growing the table when needed. */
+static inline farce_wait *farce_loop_wait_at(farce_loop *l, uint32_t slot)
+{
+    return RB_LIKELY(slot < l->nwaits) ? &l->waits[slot] : farce_loop_wait_grow(l, slot);
+}
 
 /* ---- the loop -------------------------------------------------------------- */
 
@@ -143,13 +151,16 @@ farce_wait *farce_loop_wait_at(farce_loop *l, uint32_t slot);
  * released for up to block_ns (< 0: no bound), capped by the close scan
  * while descriptor waits are parked. Runs the close scan. Returns the
  * count, or -EINTR after Ruby's interrupts ran (they may raise); raises on
- * core errors. */
+ * core errors. A loop that may run on a fiber stack checks the stack first
+ * (farce_stack_guard). */
 int64_t farce_loop_poll(farce_loop *l, int64_t block_ns);
-/* Resumes the fibers of the batch taken by farce_loop_poll, in order; stops
- * when the loop is released meanwhile. A resumed fiber's exception
- * propagates with the cursor already past it. Returns how many fibers it
- * switched to. */
-long farce_loop_dispatch(farce_loop *l);
+/* Takes the next finished wait of the batch taken by farce_loop_poll, in
+ * order, skipping cancelled ones: clears its entry and stores it in *w with
+ * the result to resume its fiber with. Returns 0 when the batch is done or
+ * the loop was released. The front end then switches to w->fiber (its loop
+ * does the switch itself, so that no loop-core frame sits between the loop
+ * and the fiber). */
+int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result);
 static inline int farce_loop_batch_pending(const farce_loop *l) { return l->batch_pos < l->batch_len; }
 
 /* io_close (Ruby 4.0): fibers waiting on the descriptor raise IOError at

@@ -10,15 +10,13 @@
 #include <string.h>
 #include "loop_core.h"
 
-farce_wait *farce_loop_wait_at(farce_loop *l, uint32_t slot)
+farce_wait *farce_loop_wait_grow(farce_loop *l, uint32_t slot)
 {
-    if (slot >= l->nwaits) {
-        uint32_t n = l->nwaits ? l->nwaits : 256;
-        while (n <= slot) n *= 2;
-        l->waits = ruby_xrealloc2(l->waits, n, sizeof(farce_wait));
-        memset(l->waits + l->nwaits, 0, (size_t)(n - l->nwaits) * sizeof(farce_wait));
-        l->nwaits = n;
-    }
+    uint32_t n = l->nwaits ? l->nwaits : 256;
+    while (n <= slot) n *= 2;
+    l->waits = ruby_xrealloc2(l->waits, n, sizeof(farce_wait));
+    memset(l->waits + l->nwaits, 0, (size_t)(n - l->nwaits) * sizeof(farce_wait));
+    l->nwaits = n;
     return &l->waits[slot];
 }
 
@@ -45,12 +43,6 @@ void farce_loop_abandon(farce_loop *l, uint64_t token)
     if (l->handle && !farce_loop_inert(l)) farce_core.cancel(l->handle, token);
 }
 
-static VALUE switch_to_loop(VALUE p)
-{
-    farce_loop *l = (farce_loop *)p;
-    return l->front->to_loop(l->owner);
-}
-
 int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
 {
     VALUE fiber = rb_fiber_current();
@@ -64,7 +56,7 @@ int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind
     if (kind == FARCE_WAIT_FD) l->fd_parked++;
 
     int state = 0;
-    VALUE result = rb_protect(switch_to_loop, (VALUE)l, &state);
+    VALUE result = rb_protect(l->front->to_loop, l->owner, &state);
     if (state) {
         farce_loop_abandon(l, token);
         rb_jump_tag(state);
@@ -108,7 +100,7 @@ int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin)
     VALUE held = Qnil;
     for (;;) {
         int state = 0;
-        VALUE result = rb_protect(switch_to_loop, (VALUE)l, &state);
+        VALUE result = rb_protect(l->front->to_loop, l->owner, &state);
         if (!holds(l, token, fiber) || l->waits[farce_token_slot(token)].kind != FARCE_WAIT_OP) {
             /* reaped: dispatch cleared the entry and passed the result */
             RB_GC_GUARD(pin);
@@ -141,7 +133,7 @@ int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeo
     if (r > 0) {
         if (!l->front->suspend_when_ready) return r;
         /* park anyway, on a wait that finishes at the next poll, and
-         * resume with these events from there (farce_loop_dispatch) */
+         * resume with these events from there (farce_loop_next) */
         int64_t y = farce_core.yield(l->handle, &token);
         if (y < 0) farce_loop_raise(l, y, "wait on descriptor");
         ready = LONG2FIX((long)r);
