@@ -8,7 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "fd_table.h"
-#include "loop_core.h"
+#include "core_calls.h"
+#include "ruby_io.h"
 
 static void grow(farce_fd_table *t, int fd)
 {

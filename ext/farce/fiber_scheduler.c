@@ -19,6 +19,7 @@
 #include "fiber_scheduler.h"
 #include "io_transfer.h"
 #include "loop_core.h"
+#include "wait_table.h"
 #include "positional_io.h"
 
 static VALUE cScheduler;

@@ -31,6 +31,7 @@
 #include "io_event_selector.h"
 #include "io_transfer.h"
 #include "loop_core.h"
+#include "wait_table.h"
 
 static VALUE cSelector;
 static ID id_alive_p, id_transfer, id_raise, id_process_wait;

@@ -22,6 +22,7 @@
 #include <ruby/io.h>
 #include <ruby/io/buffer.h>
 #include "io_transfer.h"
+#include "wait_table.h"
 
 /* IO::Buffer#locked? without raising (3.1 has no C accessor for it). */
 static ID id_locked_p;

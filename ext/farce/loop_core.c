@@ -8,19 +8,14 @@
 #include "loop_core.h"
 #include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
 
-/* ---- errors ------------------------------------------------------------------ */
-
-void farce_raise_core_error(int64_t handle, int64_t code, const char *what, VALUE backend)
+static int64_t farce_monotonic_ns(void)
 {
-    char msg[512] = "";
-    if (handle) farce_core.last_error(handle, msg, sizeof(msg));
-    if (code == -FARCE_E_HANDLE) rb_raise(farce_eError, "%s: the scheduler is closed", what);
-    if (code == -FARCE_E_ARGUMENT) rb_raise(rb_eArgError, "%s: %s", what, msg);
-    if (code < 0 && code > -4096) {
-        rb_syserr_fail_str((int)-code, rb_sprintf("%s (farce %"PRIsVALUE" backend): %s", what, backend, msg));
-    }
-    rb_raise(farce_eError, "%s failed (code %lld): %s", what, (long long)code, msg);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+
+/* ---- errors ------------------------------------------------------------------ */
 
 void farce_loop_raise(const farce_loop *l, int64_t code, const char *what)
 {

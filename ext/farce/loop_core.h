@@ -29,8 +29,10 @@
 #include <unistd.h>
 #include <ruby.h>
 #include <ruby/io.h>
+#include "core_calls.h"
 #include "core_loader.h"
 #include "fd_table.h"
+#include "ruby_io.h"
 
 #define FARCE_BATCH 256                 /* fairness: completions taken from Go per poll */
 #define FARCE_CLOSE_SCAN_NS 50000000LL /* how often waited descriptors are checked for close */
@@ -116,34 +118,6 @@ static inline void farce_loop_check_usable(const farce_loop *l)
     if (RB_UNLIKELY(farce_loop_inert(l) || l->closed)) farce_loop_raise_unusable(l);
 }
 
-/* ---- waiting --------------------------------------------------------------- */
-
-/* What park and farce_loop_wait_fd return when the fiber was switched to by
- * someone other than the loop: the wait was cancelled. */
-#define FARCE_RESUMED_ELSEWHERE INT64_MIN
-
-/* Parks the current fiber on token until the loop resumes it; returns the
- * wait's result, or FARCE_RESUMED_ELSEWHERE. An exception raised into the
- * fiber cancels the wait and propagates. extra: the blocker for a `block`
- * wait (registered for unblock), else Qundef. */
-int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra);
-/* Parks on a completion operation whose memory belongs to pin; returns its
- * result (bytes or -errno). Never returns before the kernel is done with
- * the memory (see loop_core.c). */
-int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin);
-/* Cancels a wait whose fiber runs again without the loop resuming it. */
-void farce_loop_abandon(farce_loop *l, uint64_t token);
-/* Waits for events on fd (timeout_ns < 0: no bound); returns ready events,
- * 0 on timeout, or FARCE_RESUMED_ELSEWHERE. Raises IOError when the
- * descriptor is closed meanwhile. Starts the core if needed. */
-int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeout_ns, int known);
-farce_wait *farce_loop_wait_grow(farce_loop *l, uint32_t slot);
-/* The wait table entry of slot, growing the table when needed. */
-static inline farce_wait *farce_loop_wait_at(farce_loop *l, uint32_t slot)
-{
-    return RB_LIKELY(slot < l->nwaits) ? &l->waits[slot] : farce_loop_wait_grow(l, slot);
-}
-
 /* ---- the loop -------------------------------------------------------------- */
 
 /* Takes up to FARCE_BATCH finished waits from the core: without blocking
@@ -186,54 +160,6 @@ int64_t farce_timeout_ns(VALUE timeout);
 /* Raises the Ruby exception for a failed core call: ArgumentError for bad
  * input, SystemCallError for an errno, Farce::Error otherwise. */
 NORETURN(void farce_loop_raise(const farce_loop *l, int64_t code, const char *what));
-NORETURN(void farce_raise_core_error(int64_t handle, int64_t code, const char *what, VALUE backend));
-
-/* DESIGN.md rule 5: Go runs its callbacks on the caller's (fiber) stack;
- * raise in Ruby rather than let Go fault near the end of it. */
-static inline void farce_stack_guard(void)
-{
-    if (ruby_stack_check()) rb_raise(rb_eSysStackError, "stack level too deep (before entering farce's core)");
-}
-
-static inline int64_t farce_monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* A token names a wait: slot in the low 32 bits, generation in the high. */
-static inline uint32_t farce_token_slot(uint64_t token) { return (uint32_t)token; }
-static inline uint32_t farce_token_gen(uint64_t token) { return (uint32_t)(token >> 32); }
-
-/* The descriptor of an IO, or -1 once it is closed, without raising (the
- * close scan runs in the loop, where raising would abandon other fibers). */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-static inline int farce_io_fd_or_closed(VALUE io)
-{
-    rb_io_t *fptr = RFILE(io)->fptr;
-    return fptr ? fptr->fd : -1;
-}
-
-/* The IO's descriptor; raises IOError when it is closed. */
-static inline int farce_io_descriptor(VALUE io)
-{
-    rb_io_t *fptr;
-    GetOpenFile(io, fptr);
-    rb_io_check_closed(fptr);
-    return fptr->fd;
-}
-#pragma GCC diagnostic pop
-
-/* DESIGN.md rule 4: an unblock function only writes the core's wake
- * descriptor (async-signal-safe); p points at that descriptor. */
-static inline void farce_write_wake(void *p)
-{
-    uint64_t one = 1;
-    ssize_t unused = write(*(int *)p, &one, sizeof(one));
-    (void)unused;
-}
 
 /* Handles of front ends collected without close, released at the next
  * start (a GC free function may run on any fiber stack, where calling Go

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "loop_core.h"
+#include "wait_table.h"
 
 struct pidfd_wait {
     farce_loop *l;

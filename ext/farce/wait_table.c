@@ -8,7 +8,7 @@
  */
 #include <errno.h>
 #include <string.h>
-#include "loop_core.h"
+#include "wait_table.h"
 
 farce_wait *farce_loop_wait_grow(farce_loop *l, uint32_t slot)
 {
