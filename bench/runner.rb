@@ -77,7 +77,7 @@ module Bench
     PROBE = <<~'RUBY'
       $LOAD_PATH.unshift(File.join(Dir.pwd, "lib"))
       require "farce"
-      (Farce::Scheduler::BACKENDS - [:auto]).each do |b|
+      (Farce.backends - [:auto]).each do |b|
         begin
           s = Farce::Scheduler.new(backend: b)
           s.close

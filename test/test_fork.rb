@@ -3,7 +3,7 @@
 require_relative "test_helper"
 require "tmpdir"
 
-# Fork rules of DESIGN.md (rules 6 and 7). Every case runs in a child Ruby so
+# Fork rules of docs/cgo-hazards.md (rules 6 and 7). Every case runs in a child Ruby so
 # that the test process's own Go runtime does not interfere.
 class TestFork < Minitest::Test
   def test_require_starts_no_go_runtime_and_no_thread
@@ -213,7 +213,7 @@ class TestFork < Minitest::Test
   # Two generations of Go SIGSEGV handlers sit before Ruby's in the chain: a
   # guard-page overflow in a grandchild must still be Ruby's SystemStackError,
   # and the thread must still take Thread#raise afterwards (the handlers'
-  # sa_mask is cleared after each copy starts; DESIGN.md).
+  # sa_mask is cleared after each copy starts; docs/cgo-hazards.md).
   def test_stack_overflow_in_a_grandchild_is_still_a_system_stack_error
     skip_on_ruby_core "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 60)

@@ -34,7 +34,7 @@ class TestOffload < Minitest::Test
 
   # IO::Buffer#pread reaches io_pread with the GVL held, so the read runs
   # on a worker thread. (Ruby 3.3 and 3.4 call it for IO#pread without the
-  # GVL: then it cannot leave the thread, see ext/farce/offload.c.)
+  # GVL: then it cannot leave the thread, see ext/farce/positional_io.c.)
   def test_buffer_pread_on_a_big_file_lets_other_fibers_run
     needs "3.3", "IO::Buffer#pread through the scheduler (io_pread)"
     chunk = 1 << 20

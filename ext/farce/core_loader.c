@@ -1,8 +1,6 @@
-//go:build ignore
-
 /*
  * Loading the Go core, once per fork generation. The rules here come from
- * DESIGN.md, each one a hang or a crash when broken:
+ * docs/cgo-hazards.md, each one a hang or a crash when broken:
  *  - `require "farce"` must not start the Go runtime: it is dlopen'ed on the
  *    first Farce::Scheduler.new (or selector wait), and never unloaded.
  *  - It is loaded with asynchronous signals blocked in the loading thread,
@@ -106,11 +104,14 @@ static int64_t none_submit(int64_t h, int k, int fd, uint64_t p, uint64_t l, int
     return -FARCE_E_HANDLE;
 }
 
+static int64_t none_backends(char *buf, int len) { return -FARCE_E_HANDLE; }
+static int64_t none_probe(int fd, uint32_t events) { return -FARCE_E_HANDLE; }
+
 static const struct farce_core_api no_core = {
     .abi = none_abi, .new_ = none_new, .close = none_h, .last_error = none_last_error, .wait_fd = none_wait_fd,
     .park = none_park, .yield = none_yield, .wake = none_token, .cancel = none_token, .forget_fd = none_fd,
     .poll = none_poll, .stats = none_stats, .ops_supported = none_h, .submit_op = none_submit,
-    .cancel_op = none_token,
+    .cancel_op = none_token, .backends = none_backends, .probe = none_probe,
 };
 
 static void atfork_child(void)
@@ -241,6 +242,8 @@ static enum open_result open_core(struct core_copy *c, const char *file, struct 
     RESOLVE(forget_fd, "farce_forget_fd");
     RESOLVE(poll, "farce_poll");
     RESOLVE(stats, "farce_stats");
+    RESOLVE(backends, "farce_backends");
+    RESOLVE(probe, "farce_probe");
     *(void **)&c->api.ops_supported = dlsym(handle, "farce_ops_supported");
     *(void **)&c->api.submit_op = dlsym(handle, "farce_submit_op");
     *(void **)&c->api.cancel_op = dlsym(handle, "farce_cancel_op");

@@ -1,5 +1,3 @@
-//go:build ignore
-
 /*
  * Loading the Go core (libfarce_core.so) on first use; see core_loader.c.
  */
@@ -7,7 +5,7 @@
 #define FARCE_CORE_LOADER_H 1
 
 #include <ruby.h>
-#include "farce_core.h"
+#include "core/farce_core.h"
 
 /* The Go core's exported functions, resolved by farce_core_load(). */
 struct farce_core_api {
@@ -23,6 +21,9 @@ struct farce_core_api {
     int64_t (*forget_fd)(int64_t h, int fd);
     int64_t (*poll)(int64_t h, int64_t block_ns, farce_completion *out, int capacity);
     int64_t (*stats)(int64_t h, int64_t *out, int n);
+    /* optional (NULL in a core that predates them) */
+    int64_t (*backends)(char *buf, int len);
+    int64_t (*probe)(int fd, uint32_t events);
     /* optional (NULL when the core lacks them): completion operations */
     int64_t (*ops_supported)(int64_t h);
     int64_t (*submit_op)(int64_t h, int kind, int fd, uint64_t ptr, uint64_t len, int64_t offset, uint64_t *token);

@@ -1,9 +1,11 @@
 # frozen_string_literal: true
 
-# Builds both halves of farce: the Ruby extension (shim.c, core_loader.c)
-# with mkmf, and the Go core (export.go over internal/) as a
-# -buildmode=c-shared library installed next to it. The shim dlopen's the core
-# on the first Farce::Scheduler.new, never at require time.
+# Builds both halves of farce: the Ruby extension (the C files in this
+# folder) with mkmf, and the Go core (core/export.go over internal/, with
+# core/'s C, which only cgo compiles) as a -buildmode=c-shared library
+# installed next to it. The extension dlopen's the core on first use (the
+# first Farce::Scheduler.new, or a selector's first wait), never at require
+# time.
 require "mkmf"
 require "tmpdir"
 
@@ -14,6 +16,11 @@ GO_MINIMUM = File.read(File.join(ROOT, "go.mod"))[/^go (\d+\.\d+)/, 1].split("."
 # The source gem carries its Go modules in vendor/ (rake gem:source), so it
 # builds offline; a git checkout reads them from the module cache.
 GO_MOD_FLAG = File.exist?(File.join(ROOT, "vendor", "modules.txt")) ? "-mod=vendor" : "-mod=mod"
+
+# The one `go build` of the Go core: the Makefile's and the trial build's.
+def go_core_build_args(output)
+  ["build", GO_MOD_FLAG, "-buildvcs=false", "-trimpath", "-buildmode=c-shared", "-o", output, "./ext/farce/core"]
+end
 
 def abort_build(message)
   warn "\n*** farce: #{message}\n\n"
@@ -81,9 +88,8 @@ end
 # makes the Makefile's own build of it quick afterwards).
 def check_go_core_builds(go)
   Dir.mktmpdir("farce-core") do |dir|
-    output = IO.popen({ "CGO_ENABLED" => "1", "GOFLAGS" => ENV.fetch("GOFLAGS", "-mod=mod") },
-                      [go, "build", "-trimpath", "-buildmode=c-shared", "-o", File.join(dir, "libfarce_core.so"),
-                       "./ext/farce"], chdir: ROOT, err: %i[child out], &:read)
+    output = IO.popen({ "CGO_ENABLED" => "1" }, [go, *go_core_build_args(File.join(dir, "libfarce_core.so"))],
+                      chdir: ROOT, err: %i[child out], &:read)
     return if $?.success?
 
     skip_native("the Go core failed to build with #{go}:\n#{output.lines.last(15).join.rstrip}")
@@ -132,7 +138,8 @@ have_func("rb_io_buffer_get_bytes_for_writing", "ruby/io/buffer.h") ||
 have_func("rb_fiber_raise", "ruby.h")
 have_func("rb_io_descriptor", "ruby/io.h") # 3.1+: Ruby 3.3 deprecates rb_io_t's fd field
 $CFLAGS << " -std=gnu11 -Wall -Wno-unused-parameter"
-$srcs = %w[shim.c core_loader.c offload.c selector.c fd_table.c glue.c]
+$srcs = %w[extension.c fiber_scheduler.c io_event_selector.c loop_core.c wait_table.c io_transfer.c
+           process_wait.c fd_table.c positional_io.c core_calls.c core_loader.c]
 create_makefile("farce/farce_shim")
 
 File.open("Makefile", "a") do |makefile|
@@ -145,7 +152,7 @@ File.open("Makefile", "a") do |makefile|
     .PHONY: $(FARCE_CORE) install-farce-core clean-farce-core
     all: $(FARCE_CORE)
     $(FARCE_CORE):
-    \tcd $(FARCE_ROOT) && CGO_ENABLED=1 $(FARCE_GO) build #{GO_MOD_FLAG} -buildvcs=false -trimpath -buildmode=c-shared -o "$(CURDIR)/$(FARCE_CORE)" ./ext/farce
+    \tcd $(FARCE_ROOT) && CGO_ENABLED=1 $(FARCE_GO) #{go_core_build_args('"$(CURDIR)/$(FARCE_CORE)"').join(' ')}
     install-so: install-farce-core
     install-farce-core: $(FARCE_CORE)
     \t$(MAKEDIRS) $(RUBYARCHDIR)

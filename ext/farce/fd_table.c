@@ -1,5 +1,3 @@
-//go:build ignore
-
 /*
  * Descriptor identity for the front ends; see fd_table.h.
  *
@@ -25,7 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "fd_table.h"
-#include "glue.h"
+#include "core_calls.h"
+#include "ruby_io.h"
 
 static ID id_aref, id_aset;
 static VALUE cWeakMap;

@@ -1,5 +1,3 @@
-//go:build ignore
-
 /*
  * What a front end (scheduler or selector) knows of each descriptor number:
  * which IO object uses it, so that a number handed to a new IO is noticed,

@@ -119,6 +119,10 @@ func timeoutMillis(d time.Duration) int {
 	return int(ms)
 }
 
+// Choices lists the names Open accepts on this system, "auto" first, comma
+// separated: the one backend list, which Ruby gets through farce_backends.
+func Choices() string { return choices() }
+
 // Open creates the named driver. "auto" picks the best one this system has
 // and returns why it did not pick a better one (empty when it did).
 func Open(name string) (d Driver, fallbackReason string, err error) {
@@ -145,7 +149,7 @@ const (
 
 // Op is one completion-based operation. Ptr/Len name C memory that the
 // caller keeps alive and untouched until the Op's OpResult has been returned
-// by Completions (rule 1 of DESIGN.md: Go never owns it, the kernel writes
+// by Completions (rule 1 of docs/cgo-hazards.md: Go never owns it, the kernel writes
 // or reads it while the operation is in flight).
 type Op struct {
 	Kind   OpKind

@@ -630,7 +630,11 @@ func (r *runner) poll(block bool, budget int, eintr bool) {
 	}
 	waits := r.drv.waits
 	out := make([]Completion, budget)
-	n, err := r.s.Poll(out, block)
+	limit := time.Duration(-1)
+	if !block {
+		limit = 0
+	}
+	n, err := r.s.Poll(out, limit, nil)
 	if r.drv.waits != waits+1 {
 		r.failf("Poll did not call Wait once")
 	}
@@ -706,7 +710,7 @@ func runStateMachine(t testing.TB, data []byte) {
 		if err := r.s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.s.Poll(make([]Completion, 1), false); !errors.Is(err, ErrClosed) {
+		if _, err := r.s.Poll(make([]Completion, 1), 0, nil); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Poll after Close: %v", err)
 		}
 	}()

@@ -41,7 +41,7 @@ func pollUntil(t *testing.T, s *Scheduler, n int, within time.Duration) []Comple
 	var got []Completion
 	out := make([]Completion, 16)
 	for len(got) < n {
-		k, err := s.Poll(out, true)
+		k, err := s.Poll(out, -1, nil)
 		if err != unix.EINTR { // EINTR still hands out what was ready
 			require.NoError(t, err)
 		}
@@ -127,7 +127,7 @@ func TestRealWakeUnblocksPoll(t *testing.T) {
 		start := time.Now()
 		go func() {
 			out := make([]Completion, 4)
-			_, err := s.Poll(out, true)
+			_, err := s.Poll(out, -1, nil)
 			done <- err
 		}()
 		time.Sleep(30 * time.Millisecond)
@@ -153,7 +153,7 @@ func TestRealWakeFDUnblocksPoll(t *testing.T) {
 		require.NoError(t, err)
 		done := make(chan error, 1)
 		go func() {
-			_, err := s.Poll(make([]Completion, 4), true)
+			_, err := s.Poll(make([]Completion, 4), -1, nil)
 			done <- err
 		}()
 		time.Sleep(20 * time.Millisecond)
@@ -170,7 +170,7 @@ func TestRealWakeFDUnblocksPoll(t *testing.T) {
 			t.Fatal("a write to WakeFD did not unblock Poll")
 		}
 		// The wakeup was consumed: a non-blocking poll finds nothing.
-		n, err := s.Poll(make([]Completion, 4), false)
+		n, err := s.Poll(make([]Completion, 4), 0, nil)
 		require.NoError(t, err)
 		assert.Zero(t, n)
 	})
@@ -184,7 +184,7 @@ func TestRealTimerBlocksUntilDeadline(t *testing.T) {
 		out := make([]Completion, 4)
 		var got []Completion
 		for len(got) == 0 {
-			n, err := s.Poll(out, true)
+			n, err := s.Poll(out, -1, nil)
 			if err != unix.EINTR {
 				require.NoError(t, err)
 			}

@@ -38,7 +38,7 @@ func opsPoll(t *testing.T, s *Scheduler, n int, within time.Duration) []Completi
 	out := make([]Completion, 8)
 	deadline := time.Now().Add(within)
 	for i := 0; (len(got) < n || (n == 0 && i < 5)) && time.Now().Before(deadline); i++ {
-		k, err := s.Poll(out, false)
+		k, err := s.Poll(out, 0, nil)
 		if err != nil && err != unix.EINTR {
 			require.NoError(t, err)
 		}

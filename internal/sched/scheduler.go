@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/farce-rb/farce/internal/driver"
@@ -218,12 +219,12 @@ func (s *Scheduler) WaitFD(fd int, events Events, timeout time.Duration, known R
 			return 0, got, nil
 		}
 		if known == Unknown && st.notReady&events != events {
-			got, err := driver.Probe(fd, events)
+			got, hungUp, err := ProbeFD(fd, events)
 			if err != nil {
-				return 0, 0, fmt.Errorf("fd %d: %w", fd, err)
+				return 0, 0, err
 			}
-			if got&driver.Hangup != 0 {
-				return 0, events, nil
+			if hungUp {
+				return 0, got, nil
 			}
 			if got != 0 {
 				st.notReady &^= got
@@ -444,17 +445,53 @@ func (s *Scheduler) Drain(out []Completion) int {
 	return n
 }
 
-// Poll runs one whole iteration: when block is false the driver is only
-// polled. It returns EINTR from the driver unchanged.
-func (s *Scheduler) Poll(out []Completion, block bool) (int, error) {
+// ProbeFD asks the kernel, without blocking and without any cached
+// knowledge, which of events (Ruby's bits) fd is ready for. A hang-up or an
+// error makes it ready for all of them (and hungUp true): the caller's next
+// call reports the cause. WaitFD uses it for a descriptor it knows nothing
+// about, IO.select's instant check (farce_probe) for every descriptor.
+func ProbeFD(fd int, events Events) (ready Events, hungUp bool, err error) {
+	if err := ValidateFD(fd); err != nil {
+		return 0, false, err
+	}
+	events &= driver.RubyMask
+	got, err := driver.Probe(fd, events)
+	if err != nil {
+		return 0, false, fmt.Errorf("fd %d: %w", fd, err)
+	}
+	if got&driver.Hangup != 0 {
+		return events, true, nil
+	}
+	return got & events, false, nil
+}
+
+// Poll runs one whole iteration (arm waits, ask the driver, apply what it
+// returned, fire timers) and moves up to len(out) finished waits into out.
+// It is the only poll path: farce_poll (ext/farce/core/export.go) and the
+// tests both call it. limit bounds how long the driver may block: 0 never
+// blocks, a negative limit leaves the bound to the next timer. When the
+// driver is to block and release is not nil, release is unlocked for the
+// wait (so other threads can read stats or wake waits) and locked again
+// before the results are applied. An error from the driver (EINTR
+// included) comes back unchanged, with what was already finished (ready
+// work, due timers) drained all the same.
+func (s *Scheduler) Poll(out []Completion, limit time.Duration, release sync.Locker) (int, error) {
 	if s.closed {
 		return 0, ErrClosed
 	}
 	timeout := s.BeginPoll()
-	if !block {
-		timeout = 0
+	if limit >= 0 && (timeout < 0 || timeout > limit) {
+		timeout = limit
 	}
-	n, err := s.drv.Wait(s.events, timeout)
+	var n int
+	var err error
+	if timeout != 0 && release != nil {
+		release.Unlock()
+		n, err = s.drv.Wait(s.events, timeout)
+		release.Lock()
+	} else {
+		n, err = s.drv.Wait(s.events, timeout)
+	}
 	if err != nil {
 		s.EndPoll(nil)
 		return s.Drain(out), err

@@ -45,7 +45,7 @@ func (h *harness) check() {
 func (h *harness) poll() []Completion {
 	h.t.Helper()
 	out := make([]Completion, 64)
-	n, err := h.s.Poll(out, false)
+	n, err := h.s.Poll(out, 0, nil)
 	require.NoError(h.t, err)
 	h.check()
 	return out[:n]
@@ -209,7 +209,7 @@ func TestDrainBudget(t *testing.T) {
 	out := make([]Completion, 4)
 	var got []Token
 	for len(got) < len(want) {
-		n, err := h.s.Poll(out, false)
+		n, err := h.s.Poll(out, 0, nil)
 		require.NoError(t, err)
 		require.LessOrEqual(t, n, 4)
 		got = append(got, tokens(out[:n])...)
@@ -346,9 +346,9 @@ func TestPollBlockPassesTimeout(t *testing.T) {
 	h := newHarness(t, true)
 	h.park(40 * time.Millisecond)
 	out := make([]Completion, 4)
-	_, err := h.s.Poll(out, true)
+	_, err := h.s.Poll(out, -1, nil)
 	require.NoError(t, err)
-	_, err = h.s.Poll(out, false)
+	_, err = h.s.Poll(out, 0, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []time.Duration{40 * time.Millisecond, 0}, h.drv.timeouts)
 }
@@ -358,7 +358,7 @@ func TestTimerBecomingDueDuringWaitFires(t *testing.T) {
 	tok := h.park(25 * time.Millisecond)
 	h.drv.onWait = func(timeout time.Duration) { h.clock.Advance(timeout) }
 	out := make([]Completion, 4)
-	n, err := h.s.Poll(out, true)
+	n, err := h.s.Poll(out, -1, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []Completion{{tok, ResultTimedOut}}, out[:n])
 }
@@ -552,7 +552,7 @@ func TestClose(t *testing.T) {
 	_, _, err = h.s.WaitFD(3, R, -1, Unknown)
 	assert.ErrorIs(t, err, ErrClosed)
 	assert.ErrorIs(t, h.s.ForgetFD(3), ErrClosed)
-	_, err = h.s.Poll(make([]Completion, 1), true)
+	_, err = h.s.Poll(make([]Completion, 1), -1, nil)
 	assert.ErrorIs(t, err, ErrClosed)
 	assert.Zero(t, h.drv.waits)
 	// Tokens of dropped waits stay harmless.
@@ -568,7 +568,7 @@ func TestPollEINTR(t *testing.T) {
 	h.drv.onWait = func(time.Duration) { h.clock.Advance(time.Millisecond) }
 	h.drv.waitErr = []error{syscall.EINTR}
 	out := make([]Completion, 4)
-	n, err := h.s.Poll(out, true)
+	n, err := h.s.Poll(out, -1, nil)
 	assert.ErrorIs(t, err, syscall.EINTR, "EINTR is returned unchanged")
 	assert.Equal(t, []Completion{{y, ResultWoken}, {tm, ResultTimedOut}}, out[:n], "ready work and due timers are still handed out")
 	h.check()

@@ -11,6 +11,13 @@
 # then installs farce/native_status.rb saying why), farce runs on its
 # pure-Ruby core (lib/farce/ruby_core.rb) and Native.unavailable says why.
 module Farce
+  # The backend a scheduler or selector uses when none is named: FARCE_BACKEND,
+  # else :auto. The one place the variable is read (the selector's C asks here).
+  def self.backend_from_environment
+    name = ENV.fetch("FARCE_BACKEND", "")
+    name.empty? ? :auto : name.to_sym
+  end
+
   # Which core Farce::Scheduler.new may use.
   module Native
     @unavailable = nil
@@ -36,9 +43,9 @@ module Farce
       # Why a scheduler asked for backend `name` runs on the Ruby core
       # before the native one is tried, or nil to try the native core.
       # Raises Farce::Error when the Ruby core must not be used.
-      def ruby_core_reason(name)
+      def ruby_core_reason(name, explicit:)
         if name == :ruby
-          return ENV["FARCE_BACKEND"] == "ruby" ? "FARCE_BACKEND=ruby asked for the Ruby core" : "backend: :ruby asked for the Ruby core"
+          return explicit ? "backend: :ruby asked for the Ruby core" : "FARCE_BACKEND=ruby asked for the Ruby core"
         end
         return nil if loaded?
 

@@ -9,43 +9,41 @@ require_relative "ruby_core/hooks"
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
   # (io_wait, io_read, io_write, kernel_sleep, block, unblock, run) are
-  # implemented in C (ext/farce/shim.c); the rarely called ones live here.
+  # implemented in C (ext/farce/fiber_scheduler.c over the loop core shared
+  # with the io-event selector); the rarely called ones live here.
   # All of them are public methods that a subclass may override and `super`.
   # Without the native core, the same methods run on farce's pure-Ruby core
   # (lib/farce/ruby_core.rb); `backend` is then :ruby.
   class Scheduler
-    # Backends a caller may name. Which ones exist depends on the system
-    # (:ruby, the pure-Ruby core, exists everywhere).
-    BACKENDS = %i[auto epoll poll io_uring ruby].freeze
-
     # backend: :auto picks the best available driver (see #fallback_reason),
-    # or name one of BACKENDS. The FARCE_BACKEND environment variable is the
-    # default.
+    # or name one of Farce.backends (what this system's core offers), or :ruby
+    # (the pure-Ruby core). Farce.backend_from_environment (FARCE_BACKEND, else
+    # :auto) is the default.
     #
     # worker_threads, worker_queue: size of the pool of Ruby threads that
     # runs blocking operations (Ruby 3.4's blocking_operation_wait) and
     # pread/pwrite off the loop's thread, and how many jobs may wait for a
     # free thread. Threads start on first use.
-    def initialize(backend: ENV.fetch("FARCE_BACKEND", "auto"),
+    def initialize(backend: nil,
                    worker_threads: WorkerPool::DEFAULT_SIZE, worker_queue: WorkerPool::DEFAULT_QUEUE_SIZE)
-      name = backend.respond_to?(:to_sym) ? backend.to_sym : backend
-      unless BACKENDS.include?(name)
-        raise ArgumentError, "unknown farce backend #{backend.inspect} (choices: #{BACKENDS.map(&:inspect).join(', ')})"
-      end
+      name = if backend.nil? then Farce.backend_from_environment
+             elsif backend.is_a?(Symbol) || backend.is_a?(String) then backend.to_sym
+             else raise ArgumentError, "farce backend must be a Symbol or String, not #{backend.inspect}"
+             end
 
       @worker_pool = WorkerPool.new(size: worker_threads, queue_size: worker_queue)
-      open_core(name)
+      open_core(name, explicit: !backend.nil?)
     end
 
     # The pool of worker threads (see WorkerPool).
     attr_reader :worker_pool
 
     # The native core when it loads, else the Ruby core (see Native.ruby_core_reason).
-    private def open_core(name)
-      reason = Native.ruby_core_reason(name)
+    private def open_core(name, explicit:)
+      reason = Native.ruby_core_reason(name, explicit: explicit)
       unless reason
         begin
-          return __open(name.to_s)
+          return __open(name.to_s) # an unknown name is an ArgumentError naming the choices
         rescue Farce::Error => e
           reason = Native.ruby_core_reason_after(name, e) || raise
         end
@@ -82,23 +80,14 @@ module Farce
     end
 
     # Process.wait and friends. A pidfd (Linux 5.3+) makes the child's exit a
-    # readable descriptor the loop waits on; elsewhere, and for "any child"
-    # waits (pid <= 0), a helper thread does the blocking waitpid.
+    # readable descriptor the loop waits on (ext/farce/process_wait.c, shared
+    # with the io-event selector); elsewhere, and for "any child" waits
+    # (pid <= 0), a helper thread does the blocking waitpid.
     def process_wait(pid, flags)
-      return Process::Status.wait(pid, flags) if (flags & Process::WNOHANG) != 0
-
-      pidfd = pid.positive? ? Farce.__pidfd_open(pid) : nil
-      return Thread.new { Process::Status.wait(pid, flags) }.value unless pidfd
-
-      io = IO.for_fd(pidfd, autoclose: true)
-      begin
-        loop do
-          io.wait_readable
-          status = Process::Status.wait(pid, flags | Process::WNOHANG)
-          return status if status
-        end
-      ensure
-        io.close
+      loop do
+        status = __process_wait(pid, flags)
+        return Thread.new { Process::Status.wait(pid, flags) }.value if status == :thread
+        return status unless status == false # false: resumed by hand, wait again
       end
     end
 
@@ -122,7 +111,7 @@ module Farce
       offload(work)
     end
 
-    # io_pread and io_pwrite (Ruby 3.3+) are C methods (ext/farce/offload.c):
+    # io_pread and io_pwrite (Ruby 3.3+) are C methods (ext/farce/positional_io.c):
     # Ruby 3.3 and 3.4 call them without the GVL for IO#pread/IO#pwrite.
     # With the GVL they come here: the transfer runs on a worker thread,
     # since a regular file is always "ready" and would stall the loop.

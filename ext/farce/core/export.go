@@ -1,8 +1,8 @@
 // Command export builds libfarce_core.so (-buildmode=c-shared): the C ABI of
 // farce_core.h over internal/sched and internal/driver. It only translates:
 // validate the integers it is handed, call the core, turn errors into codes.
-// It never calls Ruby and never blocks except in farce_poll with block=1,
-// which the shim runs with the GVL released.
+// It never calls Ruby and never blocks except in farce_poll with blockNS != 0,
+// which the extension runs with the GVL released.
 package main
 
 /*
@@ -45,6 +45,15 @@ type core struct {
 // errBusyPolling: a call that touches the driver arrived while the loop's
 // thread waits in it: it came from another thread.
 var errBusyPolling = errors.New("the scheduler's loop is waiting on another thread; use a scheduler only from the thread that runs it (Fiber::Scheduler#unblock wakes a fiber from any thread)")
+
+// pollRelease is what Scheduler.Poll unlocks while the driver sleeps: for
+// that time the driver is in use outside c.mu, so polling is set (calls that
+// touch the driver refuse, close waits) and cleared, with a broadcast to a
+// waiting close, when the poll takes the lock back.
+type pollRelease struct{ c *core }
+
+func (r pollRelease) Unlock() { r.c.polling = true; r.c.mu.Unlock() }
+func (r pollRelease) Lock()   { r.c.mu.Lock(); r.c.polling = false; r.c.idle.Broadcast() }
 
 // acquireDriver is acquire for calls that touch the driver: nil with code
 // set when the handle is unknown or the driver is busy in a poll.
@@ -159,6 +168,9 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	d, why, err := driver.Open(C.GoString(backend))
 	if err != nil {
 		copyOut(reason, reasonLen, err.Error())
+		if errors.Is(err, driver.ErrUnknownBackend) {
+			return -C.FARCE_E_ARGUMENT // a name this system does not offer (farce_backends lists them)
+		}
 		return -C.FARCE_E_BACKEND
 	}
 	copyOut(name, nameLen, d.Name())
@@ -172,6 +184,33 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	handles[id] = c
 	handlesMu.Unlock()
 	return C.int64_t(id)
+}
+
+// farce_backends copies the backend names this system offers ("auto, epoll,
+// io_uring, poll"), NUL-terminated, into buf and returns their length.
+//
+//export farce_backends
+func farce_backends(buf *C.char, n C.int) C.int64_t {
+	choices := driver.Choices()
+	copyOut(buf, n, choices)
+	return C.int64_t(len(choices))
+}
+
+// farce_probe returns the events (Ruby's bits) fd is ready for this instant,
+// 0 when none, or a negative code. It needs no scheduler: IO.select's
+// instant check, with the same mapping of hang-ups as every wait.
+//
+//export farce_probe
+func farce_probe(fd C.int, events C.uint32_t) C.int64_t {
+	got, _, err := sched.ProbeFD(int(fd), sched.Events(events))
+	if err != nil {
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return -C.int64_t(errno)
+		}
+		return -C.FARCE_E_ARGUMENT
+	}
+	return C.int64_t(got)
 }
 
 //export farce_close
@@ -323,30 +362,14 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	if c.polling {
 		return c.fail(errBusyPolling)
 	}
-	timeout := c.s.BeginPoll()
-	if limit := time.Duration(blockNS); limit >= 0 && (timeout < 0 || timeout > limit) {
-		timeout = limit
-	}
-	buf := c.s.EventBuffer()
-	var n int
-	var err error
-	if timeout == 0 {
-		n, err = c.s.Driver().Wait(buf, 0)
-	} else {
-		c.polling = true
-		c.mu.Unlock() // let other threads read stats and wake us while we sleep
-		n, err = c.s.Driver().Wait(buf, timeout)
-		c.mu.Lock()
-		c.polling = false
-		c.idle.Broadcast()
-	}
-	if err != nil {
-		c.s.EndPoll(nil)
+	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
+	n, err := c.s.Poll(comps, durationNS(blockNS), pollRelease{c}) // c.mu is unlocked while it sleeps, for stats and wakes
+	// Interrupted with work already drained: hand it out; the caller runs
+	// Ruby's interrupts after every kernel wait anyway.
+	if err != nil && (n == 0 || !errors.Is(err, unix.EINTR)) {
 		return c.fail(err)
 	}
-	c.s.EndPoll(buf[:n])
-	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
-	return C.int64_t(c.s.Drain(comps))
+	return C.int64_t(n)
 }
 
 //export farce_stats

@@ -1,5 +1,5 @@
 /*
- * The C ABI between the Ruby shim (shim.c) and the Go core
+ * The C ABI between farce's Ruby extension (the C in ext/farce/) and the Go core
  * (libfarce_core.so, built from export.go). Only integers and C memory that
  * the caller keeps alive cross it: no Ruby VALUE ever reaches Go.
  *

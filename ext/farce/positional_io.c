@@ -1,5 +1,3 @@
-//go:build ignore
-
 /*
  * Positional file I/O for the io_pread/io_pwrite hooks (Ruby 3.3+). A read
  * from a regular file never reports "not ready", so waiting for readiness

@@ -1,0 +1,497 @@
+/*
+ * Farce::Scheduler: Ruby's Fiber::Scheduler interface over the loop core
+ * (loop_core.h). Its fibers are resumed by the loop and yield back to it;
+ * everything else about waiting, the descriptor table, the poll and the
+ * read/write loop is shared with the io-event selector. What is left here is
+ * what only Fiber::Scheduler has: `run`, block/unblock (from any thread,
+ * through an inbox), timeouts that raise into a fiber, fiber_interrupt, the
+ * worker-pool handshake, and IO.select's instant check.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <ruby.h>
+#include <ruby/io.h>
+#include <ruby/fiber/scheduler.h>
+#include "fiber_scheduler.h"
+#include "io_transfer.h"
+#include "loop_core.h"
+#include "wait_table.h"
+#include "positional_io.h"
+
+static VALUE cScheduler;
+
+typedef struct {
+    farce_loop loop;   /* first: the loop core's callbacks get &s->loop */
+    int running;
+    VALUE interrupts;  /* [fiber, exception] pairs from fiber_interrupt, raised by the loop */
+    uint64_t *inbox;   /* tokens woken by other threads, applied by the loop */
+    long inbox_len, inbox_cap;
+    long offloads;     /* jobs on worker threads that fibers wait for */
+    long live_fibers;  /* started by Fiber.schedule, not finished */
+} farce_sched;
+
+/* ---- how its fibers switch ------------------------------------------------- */
+
+static VALUE yield_to_loop(VALUE owner) { return rb_fiber_yield(0, NULL); }
+
+/* Resumes the fibers whose waits finished; an alarm raises in its fiber.
+ * A fiber's exception propagates with the batch cursor already past it. */
+static void dispatch(farce_loop *l)
+{
+    farce_wait w;
+    int64_t result;
+    while (farce_loop_next(l, &w, &result)) {
+        if (w.kind == FARCE_WAIT_ALARM) {
+            if (RTEST(rb_fiber_alive_p(w.fiber))) rb_fiber_raise(w.fiber, (int)RARRAY_LEN(w.extra), RARRAY_CONST_PTR(w.extra));
+            continue;
+        }
+        VALUE arg = LONG2FIX((long)result);
+        rb_fiber_resume(w.fiber, 1, &arg);
+    }
+}
+
+static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0};
+
+/* ---- GC -------------------------------------------------------------------- */
+
+static void sched_mark(void *p)
+{
+    farce_sched *s = p;
+    farce_loop_mark(&s->loop);
+    rb_gc_mark(s->interrupts);
+}
+
+static void sched_free(void *p)
+{
+    farce_sched *s = p;
+    farce_loop_free(&s->loop);
+    xfree(s->inbox);
+    xfree(s);
+}
+
+static size_t sched_memsize(const void *p)
+{
+    const farce_sched *s = p;
+    return sizeof(*s) + farce_loop_memsize(&s->loop) + s->inbox_cap * sizeof(uint64_t);
+}
+
+static const rb_data_type_t sched_type = {
+    "Farce::Scheduler",
+    {sched_mark, sched_free, sched_memsize},
+    0, 0, RUBY_TYPED_FREE_IMMEDIATELY
+};
+
+static VALUE sched_alloc(VALUE klass)
+{
+    farce_sched *s;
+    VALUE obj = TypedData_Make_Struct(klass, farce_sched, &sched_type, s);
+    farce_loop_init(&s->loop, &scheduler_front_end, obj);
+    s->interrupts = rb_ary_new();
+    return obj;
+}
+
+static farce_sched *sched_of(VALUE self) { return rb_check_typeddata(self, &sched_type); }
+
+/* The scheduler behind self, or an exception saying why it cannot be used. */
+static farce_sched *get_sched(VALUE self)
+{
+    farce_sched *s = sched_of(self);
+    farce_loop_check_usable(&s->loop);
+    if (!s->loop.handle) rb_raise(farce_eError, "scheduler is closed");
+    return s;
+}
+
+/* Whether calls into the core may be made (not released, not inherited). */
+static int live(const farce_sched *s) { return s->loop.handle && !farce_loop_inert(&s->loop); }
+
+/* ---- the loop ------------------------------------------------------------- */
+
+/* Wakeups other threads asked for while they held the GVL. */
+static void drain_inbox(farce_sched *s)
+{
+    for (long i = 0; i < s->inbox_len; i++) farce_core.wake(s->loop.handle, s->inbox[i]);
+    s->inbox_len = 0;
+}
+
+/* Whether fiber is parked in one of this scheduler's waits. */
+static int fiber_parked(const farce_sched *s, VALUE fiber)
+{
+    for (uint32_t i = 0; i < s->loop.nwaits; i++) {
+        const farce_wait *e = &s->loop.waits[i];
+        if (e->gen && e->kind != FARCE_WAIT_ALARM && e->fiber == fiber) return 1;
+    }
+    return 0;
+}
+
+/* Raises the exceptions fiber_interrupt queued into their fibers, oldest
+ * first. A fiber parked in one of our waits leaves it through the park's
+ * rb_protect, which cancels the wait; a fiber no longer parked (it finished,
+ * or never waited here) is left alone. An exception the fiber does not
+ * rescue propagates out of run, as any fiber's does; the rest stay queued. */
+static void deliver_interrupts(farce_sched *s)
+{
+    while (RARRAY_LEN(s->interrupts) > 0) {
+        VALUE pair = rb_ary_shift(s->interrupts);
+        VALUE fiber = RARRAY_AREF(pair, 0), exception = RARRAY_AREF(pair, 1);
+        if (!fiber_parked(s, fiber) || !RTEST(rb_fiber_alive_p(fiber))) continue;
+        rb_fiber_raise(fiber, 1, &exception);
+        if (s->loop.closed) return;
+    }
+}
+
+static VALUE run_loop(VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    farce_loop *l = &s->loop;
+    for (;;) {
+        dispatch(l); /* may raise, as a fiber's exception does */
+        if (l->closed) return Qnil;
+        /* Worker threads need the GVL to start a job and to hand back its
+         * result; a loop that never blocks would make them wait a whole
+         * time slice (100 ms) each time. Before the inbox is drained: what
+         * they queue there must not wait for the next kernel wakeup. */
+        if (s->offloads > 0) rb_thread_schedule();
+        if (s->inbox_len) drain_inbox(s);
+        if (RARRAY_LEN(s->interrupts)) {
+            deliver_interrupts(s); /* may raise, as a fiber's exception does */
+            if (l->closed) return Qnil;
+            continue;
+        }
+        if (l->parked <= 0) return Qnil;
+        farce_loop_poll(l, -1); /* Go bounds the wait by the next timer */
+    }
+}
+
+static VALUE run_done(VALUE self)
+{
+    sched_of(self)->running = 0;
+    return Qnil;
+}
+
+/* call-seq: run -> nil
+ * Runs the event loop until no fiber waits on this scheduler. */
+static VALUE sched_run(VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    if (s->running) rb_raise(farce_eError, "Farce::Scheduler#run is already running (it is not re-entrant)");
+    if (!RTEST(rb_funcall(rb_const_get(rb_cObject, rb_intern("Fiber")), rb_intern("blocking?"), 0))) {
+        rb_raise(farce_eError, "Farce::Scheduler#run must be called from a blocking fiber (the thread's own), "
+                 "not from a fiber the scheduler runs: it is not re-entrant");
+    }
+    s->running = 1;
+    s->loop.thread = rb_thread_current();
+    return rb_ensure(run_loop, self, run_done, self);
+}
+
+/* ---- construction and release --------------------------------------------- */
+
+/* call-seq: __open(backend_name or nil) -> nil
+ * nil: FARCE_BACKEND from the environment, else auto. */
+static VALUE sched_open(VALUE self, VALUE backend)
+{
+    farce_sched *s = sched_of(self);
+    if (s->loop.handle || s->loop.closed) rb_raise(farce_eError, "scheduler already initialized");
+    s->loop.thread = rb_thread_current();
+    farce_loop_start(&s->loop, NIL_P(backend) ? NULL : StringValueCStr(backend));
+    return Qnil;
+}
+
+/* call-seq: __release -> nil
+ * Frees the Go scheduler and forgets every wait without resuming it. In a
+ * forked child it touches only C memory: no Go call, no descriptor closed. */
+static VALUE sched_release(VALUE self)
+{
+    farce_sched *s = sched_of(self);
+    farce_loop_release(&s->loop);
+    rb_ary_clear(s->interrupts);
+    s->inbox_len = 0;
+    return Qnil;
+}
+
+static VALUE sched_closed_p(VALUE self)
+{
+    return live(sched_of(self)) ? Qfalse : Qtrue;
+}
+
+static VALUE sched_backend(VALUE self) { return sched_of(self)->loop.backend; }
+
+static VALUE sched_fallback_reason(VALUE self) { return sched_of(self)->loop.fallback_reason; }
+
+static VALUE sched_fiber_started(VALUE self)
+{
+    sched_of(self)->live_fibers++;
+    return Qnil;
+}
+
+static VALUE sched_fiber_finished(VALUE self)
+{
+    sched_of(self)->live_fibers--;
+    return Qnil;
+}
+
+/* call-seq: __offload(delta) -> nil
+ * The worker pool's count of jobs fibers wait for (see run_loop). */
+static VALUE sched_offload(VALUE self, VALUE delta)
+{
+    farce_sched *s = sched_of(self);
+    s->offloads += NUM2LONG(delta);
+    if (s->offloads < 0) s->offloads = 0;
+    return Qnil;
+}
+
+static VALUE sched_stats(VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    VALUE h = farce_loop_stats(&s->loop);
+    rb_hash_aset(h, ID2SYM(rb_intern("fibers")), LONG2NUM(s->live_fibers));
+    return h;
+}
+
+/* ---- hooks: waits ---------------------------------------------------------- */
+
+/* call-seq: io_wait(io, events, timeout) -> events or false */
+static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
+{
+    farce_sched *s = get_sched(self);
+    io = rb_io_get_io(io);
+    int fd = farce_io_descriptor(io);
+    int ev = NUM2INT(events);
+    if (ev <= 0 || (ev & ~(RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE))) {
+        rb_raise(rb_eArgError, "io_wait: invalid events %d for fd %d (use IO::READABLE, IO::PRIORITY, IO::WRITABLE)", ev, fd);
+    }
+    int64_t tmo = farce_timeout_ns(timeout);
+    farce_fd_ent *f = farce_fd_table_entry(&s->loop.fds, s->loop.handle, s->loop.backend, io, fd);
+    if (!f->pollable) return INT2NUM(ev);
+    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, tmo, FARCE_KNOWN_UNKNOWN);
+    /* switched to by hand: report it ready, the caller's next call finds out */
+    if (r == FARCE_RESUMED_ELSEWHERE) return INT2NUM(ev);
+    return r > 0 ? LL2NUM(r) : Qfalse;
+}
+
+#if defined(RUBY_FIBER_SCHEDULER_VERSION) && RUBY_FIBER_SCHEDULER_VERSION >= 2
+/* Ruby 3.2+: io_read(io, buffer, length, offset) */
+static VALUE sched_io_read(VALUE self, VALUE io, VALUE buffer, VALUE length, VALUE offset)
+{
+    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, NUM2SIZET(offset), -1, FARCE_READ);
+}
+static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length, VALUE offset)
+{
+    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, NUM2SIZET(offset), -1, FARCE_WRITE);
+}
+#define IO_RW_ARITY 4
+#else
+/* Ruby 3.1: io_read(io, buffer, length) */
+static VALUE sched_io_read(VALUE self, VALUE io, VALUE buffer, VALUE length)
+{
+    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, 0, -1, FARCE_READ);
+}
+static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length)
+{
+    return farce_io_transfer(&get_sched(self)->loop, io, buffer, length, 0, -1, FARCE_WRITE);
+}
+#define IO_RW_ARITY 3
+#endif
+
+/* call-seq: kernel_sleep(duration = nil) -> true */
+static VALUE sched_kernel_sleep(int argc, VALUE *argv, VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    rb_check_arity(argc, 0, 1);
+    int64_t tmo = argc == 1 ? farce_timeout_ns(argv[0]) : -1;
+    uint64_t token = 0;
+    farce_stack_guard();
+    int64_t r = tmo == 0 ? farce_core.yield(s->loop.handle, &token) : farce_core.park(s->loop.handle, tmo, &token);
+    if (r < 0) farce_loop_raise(&s->loop, r, "sleep");
+    /* registered for unblock: Mutex#sleep and ConditionVariable#wait park in
+     * kernel_sleep and are woken by `unblock` */
+    farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qtrue);
+    return Qtrue;
+}
+
+/* call-seq: block(blocker, timeout = nil) -> true (woken) or false (timed out) */
+static VALUE sched_block(int argc, VALUE *argv, VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    rb_check_arity(argc, 1, 2);
+    int64_t tmo = argc == 2 ? farce_timeout_ns(argv[1]) : -1;
+    uint64_t token = 0;
+    farce_stack_guard();
+    int64_t r = farce_core.park(s->loop.handle, tmo, &token);
+    if (r < 0) farce_loop_raise(&s->loop, r, "block");
+    VALUE blocker = NIL_P(argv[0]) ? Qtrue : argv[0];
+    return farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, blocker) == FARCE_RESULT_TIMED_OUT ? Qfalse : Qtrue;
+}
+
+/* call-seq: unblock(blocker, fiber) -> nil
+ * Safe from any thread: another thread queues the wakeup for the loop and
+ * interrupts its kernel wait. */
+static VALUE sched_unblock(VALUE self, VALUE blocker, VALUE fiber)
+{
+    farce_sched *s = sched_of(self);
+    if (!live(s)) return Qnil;
+    st_data_t token;
+    if (!st_lookup(s->loop.blocked, (st_data_t)fiber, &token)) return Qnil; /* not blocked (any more) */
+    if (rb_thread_current() == s->loop.thread) {
+        farce_stack_guard();
+        farce_core.wake(s->loop.handle, (uint64_t)token);
+        return Qnil;
+    }
+    if (s->inbox_len == s->inbox_cap) {
+        long cap = s->inbox_cap ? s->inbox_cap * 2 : 16;
+        REALLOC_N(s->inbox, uint64_t, cap);
+        s->inbox_cap = cap;
+    }
+    s->inbox[s->inbox_len++] = (uint64_t)token;
+    farce_write_wake(&s->loop.wake_fd);
+    return Qnil;
+}
+
+/* call-seq: __alarm(fiber, seconds, exception_class, arguments) -> token
+ * After `seconds`, raise exception_class.new(*arguments) in fiber. */
+static VALUE sched_alarm(VALUE self, VALUE fiber, VALUE seconds, VALUE klass, VALUE args)
+{
+    farce_sched *s = get_sched(self);
+    int64_t tmo = farce_timeout_ns(seconds);
+    Check_Type(args, T_ARRAY);
+    uint64_t token = 0;
+    farce_stack_guard();
+    int64_t r = farce_core.park(s->loop.handle, tmo, &token);
+    if (r < 0) farce_loop_raise(&s->loop, r, "timeout");
+    farce_wait *e = farce_loop_wait_at(&s->loop, farce_token_slot(token));
+    e->gen = farce_token_gen(token);
+    e->kind = FARCE_WAIT_ALARM;
+    e->fiber = fiber;
+    e->extra = rb_ary_freeze(rb_ary_plus(rb_ary_new_from_args(1, klass), args));
+    return ULL2NUM(token);
+}
+
+/* call-seq: __cancel_alarm(token) -> nil */
+static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
+{
+    farce_sched *s = sched_of(self);
+    uint64_t token = NUM2ULL(token_v);
+    uint32_t slot = farce_token_slot(token);
+    farce_loop *l = &s->loop;
+    if (slot < l->nwaits && l->waits[slot].gen == farce_token_gen(token) && l->waits[slot].kind == FARCE_WAIT_ALARM) {
+        memset(&l->waits[slot], 0, sizeof(farce_wait));
+        if (live(s)) {
+            farce_stack_guard();
+            farce_core.cancel(l->handle, token);
+        }
+    }
+    return Qnil;
+}
+
+/* call-seq: yield -> nil
+ * Ruby 4.0: lets every other ready fiber run, then resumes the caller on the
+ * next loop iteration. Unlike kernel_sleep(0), `unblock` cannot end it. */
+static VALUE sched_yield(VALUE self)
+{
+    farce_sched *s = get_sched(self);
+    uint64_t token = 0;
+    farce_stack_guard();
+    int64_t r = farce_core.yield(s->loop.handle, &token);
+    if (r < 0) farce_loop_raise(&s->loop, r, "yield");
+    farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qundef);
+    return Qnil;
+}
+
+/* call-seq: fiber_interrupt(fiber, exception) -> nil
+ * Ruby 4.0 (IO#close on an IO that fibers are blocked on): raise exception
+ * (an Exception or a class) in fiber, which is blocked in one of this
+ * scheduler's waits. Safe from any thread: the loop raises it, after
+ * waking up if it was waiting in the kernel. */
+static VALUE sched_fiber_interrupt(VALUE self, VALUE fiber, VALUE exception)
+{
+    farce_sched *s = sched_of(self);
+    if (!rb_obj_is_fiber(fiber)) rb_raise(rb_eTypeError, "fiber_interrupt: %"PRIsVALUE" is not a Fiber", rb_obj_class(fiber));
+    if (!live(s)) return Qnil;
+    if (fiber == rb_fiber_current()) rb_exc_raise(rb_make_exception(1, &exception));
+    if (!RTEST(rb_fiber_alive_p(fiber))) return Qnil;
+    rb_ary_push(s->interrupts, rb_assoc_new(fiber, exception));
+    if (rb_thread_current() != s->loop.thread) farce_write_wake(&s->loop.wake_fd);
+    return Qnil;
+}
+
+/* call-seq: io_close(io_or_descriptor) -> nil
+ * Ruby 4.0 calls this just before it closes a descriptor: fibers waiting on
+ * it are woken at once and raise IOError, and its registration is dropped.
+ * Returns nil so that Ruby closes the descriptor itself. From a thread other
+ * than the scheduler's, nothing is done here: the close scan finds it. */
+static VALUE sched_io_close(VALUE self, VALUE target)
+{
+    farce_loop_io_close(&sched_of(self)->loop, target);
+    return Qnil;
+}
+
+/* call-seq: __select_ready(io, events) -> events ready now (0 if none)
+ * For io_select: what the kernel reports this instant, through the core's
+ * one mapping of POLLHUP and friends (a hang-up is ready for everything
+ * asked), ignoring what the core remembers of the descriptor; plus READABLE
+ * when Ruby holds buffered input for the IO (as IO.select counts it). Never
+ * parks. */
+static VALUE sched_select_ready(VALUE self, VALUE io, VALUE events)
+{
+    farce_sched *s = get_sched(self);
+    rb_io_t *fptr;
+    io = rb_io_get_io(io);
+    GetOpenFile(io, fptr);
+    rb_io_check_closed(fptr);
+    int ev = NUM2INT(events) & (RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE), got = 0;
+    if ((ev & RUBY_IO_READABLE) && rb_io_read_pending(fptr)) got |= RUBY_IO_READABLE;
+    if (!(ev & ~got)) return INT2NUM(got);
+    if (!farce_core.probe) rb_raise(farce_eError, "farce's Go core predates farce_probe: rebuild with `rake compile`");
+    farce_stack_guard();
+    int64_t r = farce_core.probe(farce_io_descriptor(io), (uint32_t)(ev & ~got));
+    if (r == -EBADF) rb_raise(rb_eIOError, "closed stream");
+    if (r < 0) farce_loop_raise(&s->loop, r, "IO.select");
+    if (r > 0) got |= (int)r & ev;
+    return INT2NUM(got);
+}
+
+/* call-seq: __process_wait(pid, flags) -> Process::Status, nil (WNOHANG),
+ * false (switched to by hand: call again), or :thread when the loop cannot
+ * wait for this process (no pidfd): lib/farce/scheduler.rb then waits in a
+ * thread. */
+static VALUE sched_process_wait(VALUE self, VALUE pid, VALUE flags)
+{
+    VALUE status = farce_loop_process_wait(&get_sched(self)->loop, pid, flags);
+    return status == Qundef ? ID2SYM(rb_intern("thread")) : status;
+}
+
+void farce_fiber_scheduler_init(VALUE mFarce)
+{
+    cScheduler = rb_define_class_under(mFarce, "Scheduler", rb_cObject);
+    rb_define_alloc_func(cScheduler, sched_alloc);
+
+    rb_define_private_method(cScheduler, "__open", sched_open, 1);
+    rb_define_private_method(cScheduler, "__release", sched_release, 0);
+    rb_define_private_method(cScheduler, "__fiber_started", sched_fiber_started, 0);
+    rb_define_private_method(cScheduler, "__fiber_finished", sched_fiber_finished, 0);
+    rb_define_private_method(cScheduler, "__alarm", sched_alarm, 4);
+    rb_define_private_method(cScheduler, "__cancel_alarm", sched_cancel_alarm, 1);
+    rb_define_private_method(cScheduler, "__offload", sched_offload, 1);
+    rb_define_private_method(cScheduler, "__process_wait", sched_process_wait, 2);
+
+    rb_define_method(cScheduler, "run", sched_run, 0);
+    rb_define_method(cScheduler, "closed?", sched_closed_p, 0);
+    rb_define_method(cScheduler, "backend", sched_backend, 0);
+    rb_define_method(cScheduler, "fallback_reason", sched_fallback_reason, 0);
+    rb_define_method(cScheduler, "stats", sched_stats, 0);
+
+    rb_define_method(cScheduler, "io_wait", sched_io_wait, 3);
+    rb_define_method(cScheduler, "io_read", sched_io_read, IO_RW_ARITY);
+    rb_define_method(cScheduler, "io_write", sched_io_write, IO_RW_ARITY);
+    rb_define_method(cScheduler, "kernel_sleep", sched_kernel_sleep, -1);
+    rb_define_method(cScheduler, "block", sched_block, -1);
+    rb_define_method(cScheduler, "unblock", sched_unblock, 2);
+    rb_define_method(cScheduler, "yield", sched_yield, 0);
+    rb_define_method(cScheduler, "fiber_interrupt", sched_fiber_interrupt, 2);
+    rb_define_method(cScheduler, "io_close", sched_io_close, 1);
+    rb_define_private_method(cScheduler, "__select_ready", sched_select_ready, 2);
+    farce_offload_init(mFarce, cScheduler);
+}

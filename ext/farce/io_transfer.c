@@ -1,0 +1,164 @@
+/*
+ * The one read/write loop of both front ends, and its completion-operation
+ * policy (io_uring performs the read or write itself: no readiness wait, no
+ * EAGAIN call). How the waiting fiber parks is the front end's (yield to
+ * the scheduler's loop, or transfer to the selector's loop); the loop core
+ * hides that (loop_core.h).
+ *
+ * A stream read is tried first unless the last one drained the stream; a
+ * blocking descriptor is waited on before every call, so it never blocks the
+ * loop. With completion operations, an EAGAIN turns the next step into an
+ * operation that completes when the kernel can do it: for a read, every
+ * later read of that stream too, until one finds it empty; for a write, just
+ * the rest of this one (sockets are mostly writable, so a plain write comes
+ * first). Positional transfers (files) have no readiness and run directly.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <errno.h>
+#include <unistd.h>
+#include <ruby.h>
+#include <ruby/io.h>
+#include <ruby/io/buffer.h>
+#include "io_transfer.h"
+#include "wait_table.h"
+
+/* IO::Buffer#locked? without raising (3.1 has no C accessor for it). */
+static ID id_locked_p;
+
+void farce_io_transfer_init(void) { id_locked_p = rb_intern("locked?"); }
+
+/* Whether reads and writes on f go through completion operations: the core
+ * performs them (io_uring) and f is a non-blocking socket or pipe. */
+static inline int use_ops(const farce_loop *l, const farce_fd_ent *f)
+{
+    return l->ops && f->stream && f->pollable && !f->blocking;
+}
+
+/* Runs one completion operation on len bytes at ptr, memory owned by
+ * buffer, and returns its result (bytes or -errno). The buffer is locked
+ * (unless its owner already did) so that it cannot be resized or freed while
+ * the kernel uses it, and pinned in the wait table until the completion is
+ * reaped (farce_loop_park_op). A cancellation that did not come from an
+ * exception (the descriptor was closed) raises IOError, as a closed wait
+ * does. */
+static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_direction direction, void *ptr,
+                      size_t len)
+{
+    uint64_t token = 0;
+    farce_stack_guard();
+    int locked = RTEST(rb_funcall(buffer, id_locked_p, 0));
+    if (!locked) rb_io_buffer_lock(buffer);
+    int op = direction == FARCE_READ ? FARCE_OP_READ : FARCE_OP_WRITE;
+    int64_t r = farce_core.submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
+    if (r < 0) {
+        if (!locked) rb_io_buffer_unlock(buffer);
+        farce_loop_raise(l, r, direction == FARCE_READ ? "read" : "write");
+    }
+    l->ops_submitted++;
+    /* a pending exception must not reach this fiber between submission
+     * and park_op: park_op is the only place that handles it */
+    int64_t result = farce_loop_park_op(l, token, buffer);
+    if (!locked) rb_io_buffer_unlock(buffer);
+    /* Only the core cancels an operation park_op did not: the descriptor
+     * was closed (close scan, io_close) or its number changed hands. An
+     * operation holds the open file, so one that finished otherwise after
+     * the IO was closed (end of file once the peer closed too) is reported
+     * as the close, as a readiness wait would. */
+    if (result == -ECANCELED || farce_io_fd_or_closed(io) != fd) rb_raise(rb_eIOError, "closed stream");
+    return result;
+}
+
+VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, size_t offset, off_t from,
+                        enum farce_direction direction)
+{
+    int reading = direction == FARCE_READ;
+    io = rb_io_get_io(io);
+    int fd = farce_io_descriptor(io);
+    size_t length = NUM2SIZET(length_v);
+    int events = reading ? RUBY_IO_READABLE : RUBY_IO_WRITABLE;
+    int positional = from >= 0;
+    size_t total = 0;
+    int waited = 0; /* the last step was a wait: try the call now, whatever we knew before */
+    int op_next = 0;
+    for (;;) {
+        void *base;
+        size_t size;
+        if (reading) {
+            rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
+        } else {
+            const void *readable;
+            rb_io_buffer_get_bytes_for_reading(buffer, &readable, &size);
+            base = (void *)(uintptr_t)readable; /* only ever written out */
+        }
+        /* io-event's selectors answer -EINVAL here; both front ends do */
+        if (offset > size || length > size - offset) return INT2NUM(-EINVAL);
+        size_t room = size - offset - total;
+        if (room == 0) return SIZET2NUM(total);
+        char *at = (char *)base + offset + total;
+        farce_fd_ent *f = farce_fd_table_entry(&l->fds, l->handle, l->backend, io, fd);
+        if (!positional && reading && use_ops(l, f) && (f->async || f->drained)) op_next = 1;
+        if (op_next) {
+            op_next = 0;
+            int64_t n = run_op(l, io, fd, buffer, direction, at, room);
+            f = farce_fd_table_entry(&l->fds, l->handle, l->backend, io, fd);
+            if (n > 0 || (n == 0 && !reading)) {
+                total += (size_t)n;
+                if (reading) f->drained = (size_t)n < room;
+                if (total >= length) return SIZET2NUM(total);
+                continue;
+            }
+            if (n == 0) return SIZET2NUM(total); /* end of file */
+            if (n == -EINTR) {
+                rb_thread_check_ints();
+                continue;
+            }
+            if (n == -EAGAIN || n == -EWOULDBLOCK) { /* no fast poll: wait for readiness */
+                if (reading) f->async = f->drained = 0;
+                farce_loop_wait_fd(l, fd, events, -1, FARCE_KNOWN_NOT_READY);
+                waited = 1;
+                continue;
+            }
+            return total ? SIZET2NUM(total) : LL2NUM(n);
+        }
+        int drained = reading && !positional && f->drained;
+        if (!waited && f->pollable && (drained || f->blocking)) {
+            if (drained) f->drained = 0;
+            farce_loop_wait_fd(l, fd, events, -1, drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN);
+            waited = 1;
+            continue;
+        }
+        waited = 0;
+        off_t pos = from + (off_t)total;
+        ssize_t n = reading ? (positional ? pread(fd, at, room, pos) : read(fd, at, room))
+                            : (positional ? pwrite(fd, at, room, pos) : write(fd, at, room));
+        if (n > 0 || (n == 0 && !reading)) {
+            total += (size_t)n;
+            if (reading && !positional) {
+                f->drained = f->stream && (size_t)n < room;
+                f->async = 0;
+            }
+            if (total >= length) return SIZET2NUM(total);
+            continue;
+        }
+        if (n == 0) return SIZET2NUM(total); /* end of file */
+        int e = errno;
+        if (e == EINTR) {
+            rb_thread_check_ints();
+            continue;
+        }
+        if (e == EAGAIN || e == EWOULDBLOCK) {
+            farce_loop_start(l, NULL); /* it must wait: the selector's lazy core is needed now, ops included */
+            if (!positional && use_ops(l, f)) {
+                if (reading) f->async = 1;
+                else op_next = 1;
+                continue;
+            }
+            farce_loop_wait_fd(l, fd, events, -1, FARCE_KNOWN_NOT_READY);
+            waited = 1;
+            continue;
+        }
+        return total ? SIZET2NUM(total) : LONG2NUM(-e);
+    }
+}

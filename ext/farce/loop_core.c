@@ -1,0 +1,288 @@
+/*
+ * The loop core's lifetime, its poll and dispatch, and the hooks both front
+ * ends answer the same way (io_close, stats); see loop_core.h.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "loop_core.h"
+#include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
+
+static int64_t farce_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- errors ------------------------------------------------------------------ */
+
+void farce_loop_raise(const farce_loop *l, int64_t code, const char *what)
+{
+    farce_raise_core_error(l->handle, code, what, l->backend);
+}
+
+int64_t farce_timeout_ns(VALUE timeout)
+{
+    if (NIL_P(timeout)) return -1;
+    double d = NUM2DBL(timeout);
+    if (d != d) rb_raise(rb_eArgError, "timeout is NaN");
+    if (d < 0) rb_raise(rb_eArgError, "timeout must not be negative (got %f)", d);
+    if (d > 9.0e9) return -1; /* centuries: as good as forever, and no overflow */
+    return (int64_t)(d * 1e9);
+}
+
+/* ---- handles collected without close ------------------------------------------ */
+
+/* A GC free function may run on any fiber stack, where calling Go is not
+ * allowed (rule 5), so handles of loops collected without close wait here
+ * until the next one starts. */
+static int64_t *orphans;
+static long norphans, orphans_cap;
+
+void farce_core_release_later(int64_t handle)
+{
+    if (norphans == orphans_cap) {
+        long cap = orphans_cap ? orphans_cap * 2 : 8;
+        int64_t *n = realloc(orphans, cap * sizeof(*n));
+        if (!n) return; /* out of memory in a free function: leak the handle */
+        orphans = n;
+        orphans_cap = cap;
+    }
+    orphans[norphans++] = handle;
+}
+
+static void release_orphans(void)
+{
+    while (norphans > 0) farce_core.close(orphans[--norphans]);
+}
+
+VALUE farce_backend_names(void)
+{
+    farce_core_load();
+    if (!farce_core.backends) rb_raise(farce_eError, "farce's Go core predates farce_backends: rebuild with `rake compile`");
+    char buf[256] = "";
+    farce_core.backends(buf, sizeof(buf));
+    VALUE names = rb_ary_new();
+    for (char *name = strtok(buf, ", "); name; name = strtok(NULL, ", ")) rb_ary_push(names, ID2SYM(rb_intern(name)));
+    return rb_ary_freeze(names);
+}
+
+/* ---- lifetime ------------------------------------------------------------------- */
+
+void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
+{
+    l->front = front;
+    l->owner = owner;
+    l->wake_fd = -1;
+    l->fork_generation = farce_fork_generation;
+    l->thread = rb_thread_current();
+    l->backend = l->fallback_reason = Qnil;
+    l->blocked = st_init_numtable();
+}
+
+void farce_loop_start(farce_loop *l, const char *backend)
+{
+    if (l->handle) return;
+    if (l->closed) farce_loop_check_usable(l);
+    farce_stack_guard();
+    farce_core_load();
+    release_orphans();
+    VALUE from_environment = Qnil;
+    if (!backend) {
+        /* FARCE_BACKEND is read in one place, Farce.backend_from_environment
+         * (lib/farce/native.rb), since the Ruby core's choice needs it too.
+         * Only a selector gets here without a name, and it has no Ruby core:
+         * :ruby means the best native backend there. */
+        from_environment = rb_sym2str(rb_funcall(rb_define_module("Farce"), rb_intern("backend_from_environment"), 0));
+        backend = strcmp(RSTRING_PTR(from_environment), "ruby") == 0 ? "auto" : StringValueCStr(from_environment);
+    }
+    char name[64] = "", reason[512] = "";
+    int wake_fd = -1;
+    int64_t h = farce_core.new_(backend, name, sizeof(name), reason, sizeof(reason), &wake_fd);
+    if (h == -FARCE_E_ARGUMENT) {
+        VALUE names = farce_backend_names(), list = rb_str_new_cstr("");
+        for (long i = 0; i < RARRAY_LEN(names); i++) {
+            rb_str_catf(list, "%s%"PRIsVALUE, i ? ", " : "", rb_inspect(RARRAY_AREF(names, i)));
+        }
+        rb_raise(rb_eArgError, "unknown farce backend :%s (choices: %"PRIsVALUE")", backend, list);
+    }
+    if (h <= 0) rb_raise(farce_eError, "cannot start farce with backend %s: %s", backend, reason);
+    l->handle = h;
+    l->wake_fd = wake_fd;
+    l->backend = ID2SYM(rb_intern(name));
+    l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
+    l->ops = farce_core.ops_supported && farce_core.ops_supported(h) == 1;
+    RB_GC_GUARD(from_environment); /* backend points into it until here */
+}
+
+void farce_loop_release(farce_loop *l)
+{
+    if (l->handle && !farce_loop_inert(l)) farce_core.close(l->handle);
+    l->handle = 0;
+    l->closed = 1;
+    if (l->waits) memset(l->waits, 0, l->nwaits * sizeof(farce_wait));
+    farce_fd_table_clear(&l->fds);
+    st_clear(l->blocked);
+    l->batch_pos = l->batch_len = 0;
+    l->parked = l->fd_parked = 0;
+}
+
+void farce_loop_raise_unusable(const farce_loop *l)
+{
+    if (farce_loop_inert(l)) {
+        rb_raise(farce_eError, "this %s was created before fork and is inert in the child; "
+                 "create a new one after fork", l->front->name);
+    }
+    rb_raise(farce_eError, "%s is closed", l->front->name);
+}
+
+void farce_loop_mark(farce_loop *l)
+{
+    rb_gc_mark(l->thread);
+    rb_gc_mark(l->backend);
+    rb_gc_mark(l->fallback_reason);
+    for (uint32_t i = 0; i < l->nwaits; i++) {
+        if (l->waits[i].gen) {
+            rb_gc_mark(l->waits[i].fiber); /* pinned: the blocked table is keyed by address */
+            rb_gc_mark(l->waits[i].extra);
+        }
+    }
+    farce_fd_table_mark(&l->fds);
+}
+
+void farce_loop_free(farce_loop *l)
+{
+    if (l->handle && !farce_loop_inert(l)) farce_core_release_later(l->handle);
+    if (l->blocked) st_free_table(l->blocked);
+    xfree(l->waits);
+    farce_fd_table_free(&l->fds);
+}
+
+size_t farce_loop_memsize(const farce_loop *l)
+{
+    return l->nwaits * sizeof(farce_wait) + farce_fd_table_memsize(&l->fds);
+}
+
+/* ---- the loop ------------------------------------------------------------------- */
+
+struct blocking_poll {
+    int64_t handle;
+    int64_t block_ns;
+    farce_completion *out;
+    int capacity;
+    int64_t result;
+};
+
+static void *poll_body(void *p)
+{
+    struct blocking_poll *a = p;
+    a->result = farce_core.poll(a->handle, a->block_ns, a->out, a->capacity);
+    return NULL;
+}
+
+/* Ruby before 4.0 tells a scheduler nothing when an IO is closed: every
+ * FARCE_CLOSE_SCAN_NS the loop drops descriptors whose IO was closed, which
+ * wakes their waiters with IOError instead of leaving them parked forever. */
+static void scan_closed(farce_loop *l)
+{
+    if (!l->fd_parked) return;
+    int64_t now = farce_monotonic_ns();
+    if (now - l->last_scan < FARCE_CLOSE_SCAN_NS) return;
+    l->last_scan = now;
+    farce_fd_table_forget_closed(&l->fds, l->handle);
+}
+
+int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
+{
+    scan_closed(l);
+    l->batch_pos = l->batch_len = 0;
+    int64_t n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
+    if (n == 0 && block_ns == 0) {
+        /* The io_uring driver defers submissions from a zero-timeout poll
+         * that finds nothing to the blocking poll it expects next, never
+         * twice in a row (uring_linux.go). A zero-timeout select has no
+         * next: the second call submits, so readiness armed in this very
+         * call is seen (io-event's contract). */
+        n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
+    } else if (n == 0) {
+        /* the close scan must get its turn while descriptor waits are parked */
+        if (l->fd_parked && (block_ns < 0 || block_ns > FARCE_CLOSE_SCAN_NS)) block_ns = FARCE_CLOSE_SCAN_NS;
+        struct blocking_poll a = {l->handle, block_ns, l->batch, FARCE_BATCH, 0};
+        int64_t t0 = farce_monotonic_ns();
+        l->in_kernel_wait = 1;
+        rb_nogvl(poll_body, &a, farce_write_wake, &l->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
+        l->in_kernel_wait = 0;
+        l->idle_duration = (double)(farce_monotonic_ns() - t0) / 1e9;
+        n = a.result;
+        l->batch_len = n > 0 ? (int)n : 0;
+        rb_thread_check_ints(); /* traps, Thread#raise, Timeout: may raise, the batch is kept */
+    }
+    if (n == -EINTR) {
+        /* even a zero-timeout poll is interrupted by signals (Ruby's timer) */
+        rb_thread_check_ints();
+        return -EINTR;
+    }
+    if (n < 0) farce_loop_raise(l, n, "poll");
+    l->batch_len = (int)n;
+    return n;
+}
+
+int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
+{
+    while (!l->closed && l->batch_pos < l->batch_len) {
+        farce_completion c = l->batch[l->batch_pos++];
+        uint32_t slot = farce_token_slot(c.token);
+        if (slot >= l->nwaits) continue;
+        farce_wait *e = &l->waits[slot];
+        if (e->gen != farce_token_gen(c.token) || !e->fiber) continue; /* cancelled meanwhile */
+        *w = *e;
+        memset(e, 0, sizeof(*e));
+        *result = c.result;
+        if (w->kind != FARCE_WAIT_ALARM) {
+            l->parked--;
+            if (w->kind == FARCE_WAIT_FD || w->kind == FARCE_WAIT_OP) l->fd_parked--;
+        }
+        /* a descriptor that was ready when the wait began: its events */
+        if (w->kind == FARCE_WAIT_FD && FIXNUM_P(w->extra)) *result = FIX2LONG(w->extra);
+        if (w->kind == FARCE_WAIT_FIBER && w->extra != Qundef && w->extra) {
+            st_data_t key = (st_data_t)w->fiber;
+            st_delete(l->blocked, &key, NULL);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- hooks both front ends answer the same way ---------------------------------- */
+
+void farce_loop_io_close(farce_loop *l, VALUE target)
+{
+    /* from another thread nothing is done here: the close scan finds it */
+    if (!l->handle || l->closed || farce_loop_inert(l) || rb_thread_current() != l->thread) return;
+    int fd = RB_INTEGER_TYPE_P(target) ? NUM2INT(target) : farce_io_fd_or_closed(rb_io_get_io(target));
+    if (fd < 0 || fd >= l->fds.nfds || !l->fds.fds[fd].io) return;
+    farce_stack_guard();
+    farce_fd_table_forget(&l->fds, l->handle, fd);
+}
+
+VALUE farce_loop_stats(farce_loop *l)
+{
+    int64_t v[FARCE_STAT_COUNT];
+    farce_stack_guard();
+    int64_t r = farce_core.stats(l->handle, v, FARCE_STAT_COUNT);
+    if (r < 0) farce_loop_raise(l, r, "stats");
+    VALUE h = rb_hash_new();
+    rb_hash_aset(h, ID2SYM(rb_intern("backend")), l->backend);
+    rb_hash_aset(h, ID2SYM(rb_intern("parked_fibers")), LONG2NUM(l->parked));
+    rb_hash_aset(h, ID2SYM(rb_intern("pending_waits")), LL2NUM(v[FARCE_STAT_PENDING_WAITS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("ready_waits")), LL2NUM(v[FARCE_STAT_READY_WAITS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("timers")), LL2NUM(v[FARCE_STAT_TIMERS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("registered_descriptors")), LL2NUM(v[FARCE_STAT_REGISTERED_FDS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("iterations")), LL2NUM(v[FARCE_STAT_ITERATIONS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("completed_waits")), LL2NUM(v[FARCE_STAT_COMPLETED]));
+    rb_hash_aset(h, ID2SYM(rb_intern("goroutines")), LL2NUM(v[FARCE_STAT_GOROUTINES]));
+    rb_hash_aset(h, ID2SYM(rb_intern("completion_ops")), l->ops ? Qtrue : Qfalse);
+    rb_hash_aset(h, ID2SYM(rb_intern("completion_ops_submitted")), LONG2NUM(l->ops_submitted));
+    return h;
+}

@@ -1,0 +1,169 @@
+/*
+ * The loop core: what both Ruby front ends of the Go core share.
+ *
+ * farce has two Ruby faces over one Go core: Farce::Scheduler
+ * (fiber_scheduler.c, Ruby's Fiber::Scheduler interface, fibers are resumed
+ * and yield back) and Farce::IOEventSelector (io_event_selector.c,
+ * io-event's selector interface under Async, fibers transfer to and from a
+ * loop fiber). Everything about the core that does not depend on that
+ * difference lives here, once: the core handle, its wake descriptor and the
+ * fork generation it belongs to; the wait table (token -> parked fiber);
+ * the descriptor table; how a fiber parks and is resumed; the poll with its
+ * fairness batch, the close scan and the cap the scan puts on the kernel
+ * wait; timeout parsing; io_close. A front end describes how a parking
+ * fiber switches to its loop (farce_front_end), and its loop switches to the
+ * fibers farce_loop_next hands it.
+ *
+ * docs/cgo-hazards.md's rules are kept here: Go sees integers only (rule 1), every
+ * switch and raise happens after the Go call returned (2), the wait table
+ * marks every parked fiber (3), the kernel wait runs without the GVL and its
+ * unblock function only writes the wake descriptor (4), the stack is
+ * checked before Go runs on a fiber stack (5), and a loop inherited through
+ * fork is inert: no Go call, no descriptor closed (7).
+ */
+#ifndef FARCE_LOOP_CORE_H
+#define FARCE_LOOP_CORE_H 1
+
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+#include <ruby.h>
+#include <ruby/io.h>
+#include "core_calls.h"
+#include "core_loader.h"
+#include "fd_table.h"
+#include "ruby_io.h"
+
+#define FARCE_BATCH 256                 /* fairness: completions taken from Go per poll */
+#define FARCE_CLOSE_SCAN_NS 50000000LL /* how often waited descriptors are checked for close */
+
+/* What a wait table entry parks. */
+enum farce_wait_kind {
+    FARCE_WAIT_NONE,  /* free */
+    FARCE_WAIT_FIBER, /* sleep, block, yield: resumed with the wait's result */
+    FARCE_WAIT_FD,    /* a descriptor wait; extra holds the events when they were ready at once */
+    FARCE_WAIT_ALARM, /* no fiber parked: raise extra ([class, *arguments]) in fiber when due */
+    FARCE_WAIT_OP,    /* a completion operation (io_uring) whose memory, extra, the kernel owns until reaped */
+};
+
+/* One entry of the wait table, indexed by the token's slot. */
+typedef struct {
+    uint32_t gen; /* generation of the token parked here; 0 when free */
+    uint8_t kind; /* enum farce_wait_kind */
+    VALUE fiber;
+    VALUE extra;
+} farce_wait;
+
+typedef struct farce_loop farce_loop;
+
+/* How one front end switches fibers. */
+typedef struct {
+    const char *name;          /* for messages: "Farce::Scheduler" */
+    /* Switches from the current (parking) fiber to the loop; returns what
+     * the fiber is resumed with. owner is the front end's Ruby object. */
+    VALUE (*to_loop)(VALUE owner);
+    /* io-event's contract: a descriptor wait always suspends the fiber,
+     * even when the descriptor is ready at once; the loop resumes it. */
+    int suspend_when_ready;
+} farce_front_end;
+
+struct farce_loop {
+    const farce_front_end *front;
+    VALUE owner;               /* the front end's Ruby object (not marked: it owns this) */
+    int64_t handle;            /* Go core handle; 0 before start and after release */
+    int closed;
+    int wake_fd;
+    uint64_t fork_generation;  /* farce_fork_generation at creation: inert when it differs */
+    int ops;                   /* the core performs completion operations (io_uring) */
+    VALUE thread;              /* the thread that runs the loop */
+    VALUE backend;             /* :epoll, :io_uring, ... once started */
+    VALUE fallback_reason;     /* why auto did not pick the first choice, or nil */
+
+    farce_wait *waits;         /* the wait table: token slot -> parked fiber */
+    uint32_t nwaits;
+    st_table *blocked;         /* fiber -> token of its `block` wait (Fiber::Scheduler#unblock) */
+    farce_fd_table fds;        /* descriptor identity and facts */
+    long parked;               /* fibers in a wait of ours, resumed or not */
+    long fd_parked;            /* of which waiting on a descriptor (or an operation on one) */
+    int64_t last_scan;
+
+    farce_completion batch[FARCE_BATCH];
+    int batch_pos, batch_len;
+
+    volatile int in_kernel_wait; /* a wakeup from another thread must write wake_fd */
+    double idle_duration;        /* seconds the last blocking poll slept in the kernel */
+    long ops_submitted;          /* completion operations started (stats) */
+};
+
+/* ---- lifetime ------------------------------------------------------------- */
+
+void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner);
+/* Starts the Go core (loading it first if needed) on the named backend; a
+ * NULL name means FARCE_BACKEND from the environment, else "auto". Raises
+ * ArgumentError for a name the core does not offer, Farce::Error when it
+ * cannot start. On a fiber stack: the stack check comes first. */
+void farce_loop_start(farce_loop *l, const char *backend);
+/* Frees the Go scheduler and forgets every wait without resuming it. */
+void farce_loop_release(farce_loop *l);
+void farce_loop_mark(farce_loop *l);
+void farce_loop_free(farce_loop *l);
+size_t farce_loop_memsize(const farce_loop *l);
+
+static inline int farce_loop_inert(const farce_loop *l) { return l->fork_generation != farce_fork_generation; }
+/* Raises unless the loop can run: not inherited through fork, not closed.
+ * (Inline: every hook asks.) */
+NORETURN(void farce_loop_raise_unusable(const farce_loop *l));
+static inline void farce_loop_check_usable(const farce_loop *l)
+{
+    if (RB_UNLIKELY(farce_loop_inert(l) || l->closed)) farce_loop_raise_unusable(l);
+}
+
+/* ---- the loop -------------------------------------------------------------- */
+
+/* Takes up to FARCE_BATCH finished waits from the core: without blocking
+ * first, then, if none and block_ns != 0, in the kernel with the GVL
+ * released for up to block_ns (< 0: no bound), capped by the close scan
+ * while descriptor waits are parked. Runs the close scan. Returns the
+ * count, or -EINTR after Ruby's interrupts ran (they may raise); raises on
+ * core errors. A loop that may run on a fiber stack checks the stack first
+ * (farce_stack_guard). */
+int64_t farce_loop_poll(farce_loop *l, int64_t block_ns);
+/* Takes the next finished wait of the batch taken by farce_loop_poll, in
+ * order, skipping cancelled ones: clears its entry and stores it in *w with
+ * the result to resume its fiber with. Returns 0 when the batch is done or
+ * the loop was released. The front end then switches to w->fiber (its loop
+ * does the switch itself, so that no loop-core frame sits between the loop
+ * and the fiber). */
+int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result);
+static inline int farce_loop_batch_pending(const farce_loop *l) { return l->batch_pos < l->batch_len; }
+
+/* io_close (Ruby 4.0): fibers waiting on the descriptor raise IOError at
+ * once and the number may be reused. */
+void farce_loop_io_close(farce_loop *l, VALUE io_or_descriptor);
+/* Process.wait through a pidfd the loop waits on. Returns the status, false
+ * when the fiber was switched to by someone else first, or Qundef when no
+ * pidfd can be had (the front end then waits in a thread). */
+VALUE farce_loop_process_wait(farce_loop *l, VALUE pid, VALUE flags);
+/* The core's counters as a Hash. */
+VALUE farce_loop_stats(farce_loop *l);
+
+/* The backends this system's core offers (Go's list, "auto" first), as
+ * symbols; loads the core. */
+VALUE farce_backend_names(void);
+
+/* ---- small helpers --------------------------------------------------------- */
+
+/* Ruby timeout (nil or seconds) to nanoseconds; -1 means none. NaN and
+ * negative durations raise ArgumentError, in every hook of both front ends. */
+int64_t farce_timeout_ns(VALUE timeout);
+
+/* Raises the Ruby exception for a failed core call: ArgumentError for bad
+ * input, SystemCallError for an errno, Farce::Error otherwise. */
+NORETURN(void farce_loop_raise(const farce_loop *l, int64_t code, const char *what));
+
+/* Handles of front ends collected without close, released at the next
+ * start (a GC free function may run on any fiber stack, where calling Go
+ * is not allowed). */
+void farce_core_release_later(int64_t handle);
+
+#endif

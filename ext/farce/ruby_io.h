@@ -1,0 +1,31 @@
+/*
+ * An IO's descriptor, read from rb_io_t without the deprecation warnings of
+ * its fd field (Ruby 3.3+), for the descriptor table and the hooks.
+ */
+#ifndef FARCE_RUBY_IO_H
+#define FARCE_RUBY_IO_H 1
+
+#include <ruby.h>
+#include <ruby/io.h>
+
+/* The descriptor of an IO, or -1 once it is closed, without raising (the
+ * close scan runs in the loop, where raising would abandon other fibers). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static inline int farce_io_fd_or_closed(VALUE io)
+{
+    rb_io_t *fptr = RFILE(io)->fptr;
+    return fptr ? fptr->fd : -1;
+}
+
+/* The IO's descriptor; raises IOError when it is closed. */
+static inline int farce_io_descriptor(VALUE io)
+{
+    rb_io_t *fptr;
+    GetOpenFile(io, fptr);
+    rb_io_check_closed(fptr);
+    return fptr->fd;
+}
+#pragma GCC diagnostic pop
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * The wait table: the Go core names each wait by a token (slot +
+ * generation); the table maps the slot to the fiber parked on it, which
+ * Ruby's GC marks through farce_loop_mark (docs/cgo-hazards.md rules 1 and 3). Here a
+ * fiber parks on a token, and leaves it again when something other than the
+ * loop switched to it. How it switches to the loop is the front end's
+ * (farce_front_end.to_loop); see loop_core.h.
+ */
+#include <errno.h>
+#include <string.h>
+#include "wait_table.h"
+
+farce_wait *farce_loop_wait_grow(farce_loop *l, uint32_t slot)
+{
+    uint32_t n = l->nwaits ? l->nwaits : 256;
+    while (n <= slot) n *= 2;
+    l->waits = ruby_xrealloc2(l->waits, n, sizeof(farce_wait));
+    memset(l->waits + l->nwaits, 0, (size_t)(n - l->nwaits) * sizeof(farce_wait));
+    l->nwaits = n;
+    return &l->waits[slot];
+}
+
+static int holds(const farce_loop *l, uint64_t token, VALUE fiber)
+{
+    uint32_t slot = farce_token_slot(token);
+    return slot < l->nwaits && l->waits[slot].gen == farce_token_gen(token) && l->waits[slot].fiber == fiber;
+}
+
+void farce_loop_abandon(farce_loop *l, uint64_t token)
+{
+    uint32_t slot = farce_token_slot(token);
+    if (slot >= l->nwaits) return;
+    farce_wait *e = &l->waits[slot];
+    if (e->gen != farce_token_gen(token)) return; /* the loop resumed it: nothing to undo */
+    if (e->kind == FARCE_WAIT_OP) return;         /* never abandoned: see farce_loop_park_op */
+    if (e->kind == FARCE_WAIT_FD) l->fd_parked--;
+    if (e->kind == FARCE_WAIT_FIBER && e->extra != Qundef && e->extra) {
+        st_data_t key = (st_data_t)e->fiber;
+        st_delete(l->blocked, &key, NULL);
+    }
+    memset(e, 0, sizeof(*e));
+    l->parked--;
+    if (l->handle && !farce_loop_inert(l)) farce_core.cancel(l->handle, token);
+}
+
+int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
+{
+    VALUE fiber = rb_fiber_current();
+    farce_wait *e = farce_loop_wait_at(l, farce_token_slot(token));
+    e->gen = farce_token_gen(token);
+    e->kind = (uint8_t)kind;
+    e->fiber = fiber;
+    e->extra = extra;
+    if (kind == FARCE_WAIT_FIBER && extra != Qundef) st_insert(l->blocked, (st_data_t)fiber, (st_data_t)token);
+    l->parked++;
+    if (kind == FARCE_WAIT_FD) l->fd_parked++;
+
+    int state = 0;
+    VALUE result = rb_protect(l->front->to_loop, l->owner, &state);
+    if (state) {
+        farce_loop_abandon(l, token);
+        rb_jump_tag(state);
+    }
+    if (holds(l, token, fiber)) {
+        /* switched to by someone other than the loop */
+        farce_loop_abandon(l, token);
+        return FARCE_RESUMED_ELSEWHERE;
+    }
+    return FIXNUM_P(result) ? FIX2LONG(result) : FARCE_RESULT_WOKEN;
+}
+
+/* States of a completion operation, from this side:
+ *   submitted  - the entry holds fiber + pin (marked); the kernel may read or
+ *                write the memory at any time.
+ *   cancelling - an exception (Thread#raise, Timeout, Fiber#raise,
+ *                fiber_interrupt, Async's Task#stop) or a close reached the
+ *                fiber: the core was asked to cancel (farce_cancel_op), and
+ *                the fiber parks again. Its exception is held, later ones
+ *                are dropped.
+ *   reaped     - the loop resumed the fiber with the completion (dispatch
+ *                cleared the entry): the kernel is done.
+ *   released   - park_op returns or re-raises the held exception; only now
+ *                may the caller's frame (and so the buffer) go away.
+ * The fiber never leaves before "reaped"; a switch to it from anyone but the
+ * loop parks it again. If the loop is released meanwhile, its core cancels
+ * and reaps every operation before it releases the ring (URing.Close), and
+ * this fiber is never resumed. */
+int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin)
+{
+    VALUE fiber = rb_fiber_current();
+    farce_wait *e = farce_loop_wait_at(l, farce_token_slot(token));
+    e->gen = farce_token_gen(token);
+    e->kind = FARCE_WAIT_OP;
+    e->fiber = fiber;
+    e->extra = pin;
+    l->parked++;
+    l->fd_parked++;
+
+    int held_state = 0;
+    VALUE held = Qnil;
+    for (;;) {
+        int state = 0;
+        VALUE result = rb_protect(l->front->to_loop, l->owner, &state);
+        if (!holds(l, token, fiber) || l->waits[farce_token_slot(token)].kind != FARCE_WAIT_OP) {
+            /* reaped: dispatch cleared the entry and passed the result */
+            RB_GC_GUARD(pin);
+            if (held_state) {
+                if (rb_obj_is_kind_of(held, rb_eException)) rb_exc_raise(held);
+                rb_jump_tag(held_state);
+            }
+            return FIXNUM_P(result) ? FIX2LONG(result) : -EINTR;
+        }
+        if (state) {
+            if (!held_state) {
+                held_state = state;
+                held = rb_errinfo();
+            }
+            rb_set_errinfo(Qnil);
+            if (l->handle && !farce_loop_inert(l)) farce_core.cancel_op(l->handle, token);
+        }
+        /* else: switched to by hand; the operation is still in flight */
+    }
+}
+
+int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeout_ns, int known)
+{
+    uint64_t token = 0;
+    farce_loop_start(l, NULL);
+    farce_stack_guard();
+    int64_t r = farce_core.wait_fd(l->handle, fd, events, timeout_ns, known, &token);
+    if (r < 0) farce_loop_raise(l, r, "wait on descriptor");
+    VALUE ready = Qundef;
+    if (r > 0) {
+        if (!l->front->suspend_when_ready) return r;
+        /* park anyway, on a wait that finishes at the next poll, and
+         * resume with these events from there (farce_loop_next) */
+        int64_t y = farce_core.yield(l->handle, &token);
+        if (y < 0) farce_loop_raise(l, y, "wait on descriptor");
+        ready = LONG2FIX((long)r);
+    } else if (timeout_ns == 0) {
+        farce_core.cancel(l->handle, token);
+        return 0;
+    }
+    int64_t result = farce_loop_park(l, token, FARCE_WAIT_FD, ready);
+    if (result == FARCE_RESULT_CLOSED) rb_raise(rb_eIOError, "closed stream");
+    return result;
+}

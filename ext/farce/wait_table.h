@@ -1,0 +1,37 @@
+/*
+ * The wait table's operations: how a fiber parks on a token of the Go core
+ * and is switched to again (wait_table.c). The table itself is part of the
+ * loop (farce_loop.waits, loop_core.h).
+ */
+#ifndef FARCE_WAIT_TABLE_H
+#define FARCE_WAIT_TABLE_H 1
+
+#include "loop_core.h"
+
+/* What park and farce_loop_wait_fd return when the fiber was switched to by
+ * someone other than the loop: the wait was cancelled. */
+#define FARCE_RESUMED_ELSEWHERE INT64_MIN
+
+/* Parks the current fiber on token until the loop resumes it; returns the
+ * wait's result, or FARCE_RESUMED_ELSEWHERE. An exception raised into the
+ * fiber cancels the wait and propagates. extra: the blocker for a `block`
+ * wait (registered for unblock), else Qundef. */
+int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra);
+/* Parks on a completion operation whose memory belongs to pin; returns its
+ * result (bytes or -errno). Never returns before the kernel is done with
+ * the memory (see loop_core.c). */
+int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin);
+/* Cancels a wait whose fiber runs again without the loop resuming it. */
+void farce_loop_abandon(farce_loop *l, uint64_t token);
+/* Waits for events on fd (timeout_ns < 0: no bound); returns ready events,
+ * 0 on timeout, or FARCE_RESUMED_ELSEWHERE. Raises IOError when the
+ * descriptor is closed meanwhile. Starts the core if needed. */
+int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeout_ns, int known);
+farce_wait *farce_loop_wait_grow(farce_loop *l, uint32_t slot);
+/* The wait table entry of slot, growing the table when needed. */
+static inline farce_wait *farce_loop_wait_at(farce_loop *l, uint32_t slot)
+{
+    return RB_LIKELY(slot < l->nwaits) ? &l->waits[slot] : farce_loop_wait_grow(l, slot);
+}
+
+#endif
