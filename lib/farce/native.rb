@@ -119,11 +119,6 @@ rescue LoadError
       def self.core_loaded?
         false
       end
-
-      # No pidfd without the extension: process_wait waits in a thread.
-      def self.__pidfd_open(_pid)
-        nil
-      end
     end
   end
 end

@@ -86,7 +86,8 @@ module Farce
         iterations: @iterations,
         completed_waits: @completed,
         goroutines: 0,
-        completion_ops: false
+        completion_ops: false,
+        completion_ops_submitted: 0
       }
     end
 

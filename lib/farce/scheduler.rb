@@ -15,6 +15,10 @@ module Farce
   # Without the native core, the same methods run on farce's pure-Ruby core
   # (lib/farce/ruby_core.rb); `backend` is then :ruby.
   class Scheduler
+    # The default for backend: (Farce.backend_from_environment).
+    FROM_ENVIRONMENT = Object.new.freeze
+    private_constant :FROM_ENVIRONMENT
+
     # backend: :auto picks the best available driver (see #fallback_reason),
     # or name one of Farce.backends (what this system's core offers), or :ruby
     # (the pure-Ruby core). Farce.backend_from_environment (FARCE_BACKEND, else
@@ -24,15 +28,16 @@ module Farce
     # runs blocking operations (Ruby 3.4's blocking_operation_wait) and
     # pread/pwrite off the loop's thread, and how many jobs may wait for a
     # free thread. Threads start on first use.
-    def initialize(backend: nil,
+    def initialize(backend: FROM_ENVIRONMENT,
                    worker_threads: WorkerPool::DEFAULT_SIZE, worker_queue: WorkerPool::DEFAULT_QUEUE_SIZE)
-      name = if backend.nil? then Farce.backend_from_environment
+      explicit = !backend.equal?(FROM_ENVIRONMENT)
+      name = if !explicit then Farce.backend_from_environment
              elsif backend.is_a?(Symbol) || backend.is_a?(String) then backend.to_sym
              else raise ArgumentError, "farce backend must be a Symbol or String, not #{backend.inspect}"
              end
 
       @worker_pool = WorkerPool.new(size: worker_threads, queue_size: worker_queue)
-      open_core(name, explicit: !backend.nil?)
+      open_core(name, explicit: explicit)
     end
 
     # The pool of worker threads (see WorkerPool).

@@ -49,6 +49,9 @@ module Farce
       def yield = (core = @ruby_core) ? core.yield : super
       def fiber_interrupt(fiber, exception) = (core = @ruby_core) ? core.fiber_interrupt(fiber, exception) : super
       def io_close(io) = (core = @ruby_core) ? core.io_close(io) : super
+      # Process#wait's core step (Scheduler#process_wait): the Ruby core has
+      # no pidfd wait, so it answers :thread (a helper thread waits).
+      def __process_wait(pid, flags) = @ruby_core ? :thread : super
 
       # Ruby 3.1 calls io_read(io, buffer, length), 3.2+ adds the offset.
       def io_read(io, buffer, length, *offset)
