@@ -174,6 +174,7 @@ class TestFork < Minitest::Test
   # scheduler is removed (lib/farce/fork.rb), so its code does plain blocking
   # I/O, and Farce.run in it gets a fresh core. With and without a block.
   def test_child_forked_inside_a_fiber_does_plain_io_and_can_run_farce_again
+    skip_on_ruby_core "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 60)
       require "farce"
       r, w = IO.pipe

@@ -491,9 +491,14 @@ module Farce
       total = 0
       loop do
         size = buffer.size
-        if offset > size || length > size - offset || length.negative? || offset.negative?
-          raise ArgumentError, "#{reading ? 'io_read' : 'io_write'}: length #{length} at offset #{offset} " \
-                               "exceeds the buffer (#{size} bytes)"
+        # As the C hooks convert them (to size_t): out of range is a RangeError,
+        # a negative number a huge one, and a length or offset beyond the
+        # buffer -EINVAL (io-event's selectors' answer, the native front ends')
+        [length, offset].each do |n|
+          raise RangeError, "integer #{n} too big to convert to size_t" if n >= 1 << 64 || n < -(1 << 63)
+        end
+        if length.negative? || offset.negative? || offset > size || length > size - offset
+          return -Errno::EINVAL::Errno
         end
         room = size - offset - total
         return total if room.zero?
