@@ -15,7 +15,7 @@ SUITE_TIMEOUT = Integer(ENV.fetch("TEST_TIMEOUT", "900"))
 # named backend is tried in a child process (starting Go there, not here).
 def offered_backends
   probe = <<~RUBY
-    names = Farce::Scheduler::BACKENDS - [:auto]
+    names = Farce.backends - [:auto] + [:ruby] # :ruby, the pure-Ruby core, runs everywhere
     puts names.select { |name|
       begin
         Farce::Scheduler.new(backend: name).close
@@ -95,13 +95,16 @@ namespace :test do
   end
 
   # On one Ruby (the host's 3.1, or 3.3/3.4 in the chroot): build, the whole
-  # minitest suite on the default backend, RSpec; on 3.3 also Async on
+  # minitest suite on the default backend and on the Ruby core, RSpec; on 3.3 also Async on
   # farce's io-event selector, which must run without a skip there.
   def test_one_ruby(version)
     runner = version == RUBY_ABI ? [] : ["env", "SID_RUBY=#{version}", SID_RUN]
     sh(*runner, "rake", "compile")
     main = Dir["test/test_*.rb"].sort.map { |f| "require File.expand_path(#{f.dump})" }.join(";")
     run_minitest([*runner, "ruby", "-Ilib", "-Itest", "-e", main], "Ruby #{version} test/")
+    # the pure-Ruby core keeps the same expectations on every Ruby
+    run_minitest([*runner, "env", "FARCE_BACKEND=ruby", "ruby", "-Ilib", "-Itest", "-e", main],
+                 "Ruby #{version} test/ on the Ruby core")
     if version == "3.3"
       io_event = Dir["test/io_event/test_*.rb"].sort.map { |f| "require File.expand_path(#{f.dump})" }.join(";")
       run_minitest([*runner, "ruby", "-Ilib", "-Itest", "-e", io_event],
