@@ -83,7 +83,6 @@ class TestRobustness < Minitest::Test
 
   # Item 2: an io_uring read interrupted by Timeout must unlock its buffer.
   def test_item2_interrupted_uring_read_unlocks_the_buffer
-    pending!(2)
     each_backend(%i[io_uring]) do |b|
       out, status = ruby_subprocess(<<~RUBY, timeout: 20)
         require "farce"

@@ -46,7 +46,11 @@ static void dispatch(farce_loop *l)
     int64_t result;
     while (farce_loop_next(l, &w, &result)) {
         if (w.kind == FARCE_WAIT_ALARM) {
-            if (RTEST(rb_fiber_alive_p(w.fiber))) rb_fiber_raise(w.fiber, (int)RARRAY_LEN(w.extra), RARRAY_CONST_PTR(w.extra));
+            /* the entry was cleared: only w holds the array whose elements
+             * rb_fiber_raise reads, so keep it alive until it returned */
+            VALUE alarm = w.extra;
+            if (RTEST(rb_fiber_alive_p(w.fiber))) rb_fiber_raise(w.fiber, (int)RARRAY_LEN(alarm), RARRAY_CONST_PTR(alarm));
+            RB_GC_GUARD(alarm);
             continue;
         }
         VALUE arg = LONG2FIX((long)result);

@@ -36,6 +36,28 @@ static inline int use_ops(const farce_loop *l, const farce_fd_ent *f)
     return l->ops && f->stream && f->pollable && !f->blocking;
 }
 
+struct parked_op {
+    farce_loop *l;
+    uint64_t token;
+    VALUE buffer;
+    int64_t result;
+    int unlock; /* we locked the buffer, so we unlock it */
+};
+
+static VALUE park_op_body(VALUE arg)
+{
+    struct parked_op *p = (struct parked_op *)arg;
+    p->result = farce_loop_park_op(p->l, p->token, p->buffer);
+    return Qnil;
+}
+
+static VALUE park_op_unlock(VALUE arg)
+{
+    struct parked_op *p = (struct parked_op *)arg;
+    if (p->unlock) rb_io_buffer_unlock(p->buffer);
+    return Qnil;
+}
+
 /* Runs one completion operation on len bytes at ptr, memory owned by
  * buffer, and returns its result (bytes or -errno). The buffer is locked
  * (unless its owner already did) so that it cannot be resized or freed while
@@ -58,9 +80,14 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     }
     l->ops_submitted++;
     /* a pending exception must not reach this fiber between submission
-     * and park_op: park_op is the only place that handles it */
-    int64_t result = farce_loop_park_op(l, token, buffer);
-    if (!locked) rb_io_buffer_unlock(buffer);
+     * and park_op: park_op is the only place that handles it. park_op
+     * returns or raises only once the completion was reaped (the kernel is
+     * done with the memory), so the unlock in the ensure is never early, and
+     * it runs on every exit: a Timeout or Thread#raise re-raised by park_op
+     * must not leave the buffer locked (issue 13 item 2). */
+    struct parked_op p = {l, token, buffer, 0, !locked};
+    rb_ensure(park_op_body, (VALUE)&p, park_op_unlock, (VALUE)&p);
+    int64_t result = p.result;
     /* Only the core cancels an operation park_op did not: the descriptor
      * was closed (close scan, io_close) or its number changed hands. An
      * operation holds the open file, so one that finished otherwise after
