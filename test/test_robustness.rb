@@ -109,7 +109,6 @@ class TestRobustness < Minitest::Test
   # fiber) must not spin with the GVL held: another thread keeps running and
   # the call either completes or raises Farce::Error.
   def test_item3_io_read_hook_from_root_fiber_does_not_spin
-    pending!(3)
     each_backend do |b|
       out, status = ruby_subprocess(<<~RUBY, timeout: 20)
         require "farce"

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <ruby.h>
+#include "core_loader.h"
 
 typedef struct {
     VALUE io;         /* the IO object last waited on with this number: NOT marked (see fd_table.c) */
@@ -24,6 +25,7 @@ typedef struct {
     farce_fd_ent *fds;
     int nfds;
     VALUE alive; /* ObjectSpace::WeakMap: object id => IO, while the IO lives (marked) */
+    const struct farce_core_api *core; /* the core copy the loop's handle belongs to */
 } farce_fd_table;
 
 /* Descriptor numbers the table accepts: the Go core's bound. A larger one

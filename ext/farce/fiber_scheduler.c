@@ -38,6 +38,18 @@ typedef struct {
 
 static VALUE yield_to_loop(VALUE owner) { return rb_fiber_yield(0, NULL); }
 
+static VALUE cFiber;
+static ID id_blocking_p;
+
+/* A fiber parks by yielding to whoever resumed it: that must be a
+ * non-blocking fiber (the loop resumes those). The common case, a fiber
+ * under this very scheduler, costs no method call. */
+static int can_park(VALUE owner)
+{
+    if (rb_fiber_scheduler_current() == owner) return 1;
+    return !RTEST(rb_funcall(cFiber, id_blocking_p, 0));
+}
+
 /* Resumes the fibers whose waits finished; an alarm raises in its fiber.
  * A fiber's exception propagates with the batch cursor already past it. */
 static void dispatch(farce_loop *l)
@@ -58,7 +70,7 @@ static void dispatch(farce_loop *l)
     }
 }
 
-static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0};
+static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0, can_park};
 
 /* ---- GC -------------------------------------------------------------------- */
 
@@ -117,7 +129,7 @@ static int live(const farce_sched *s) { return s->loop.handle && !farce_loop_ine
 /* Wakeups other threads asked for while they held the GVL. */
 static void drain_inbox(farce_sched *s)
 {
-    for (long i = 0; i < s->inbox_len; i++) farce_core.wake(s->loop.handle, s->inbox[i]);
+    for (long i = 0; i < s->inbox_len; i++) s->loop.core->wake(s->loop.handle, s->inbox[i]);
     s->inbox_len = 0;
 }
 
@@ -182,7 +194,7 @@ static VALUE sched_run(VALUE self)
 {
     farce_sched *s = get_sched(self);
     if (s->running) rb_raise(farce_eError, "Farce::Scheduler#run is already running (it is not re-entrant)");
-    if (!RTEST(rb_funcall(rb_const_get(rb_cObject, rb_intern("Fiber")), rb_intern("blocking?"), 0))) {
+    if (!RTEST(rb_funcall(cFiber, id_blocking_p, 0))) {
         rb_raise(farce_eError, "Farce::Scheduler#run must be called from a blocking fiber (the thread's own), "
                  "not from a fiber the scheduler runs: it is not re-entrant");
     }
@@ -306,9 +318,20 @@ static VALUE sched_kernel_sleep(int argc, VALUE *argv, VALUE self)
     farce_sched *s = get_sched(self);
     rb_check_arity(argc, 0, 1);
     int64_t tmo = argc == 1 ? farce_timeout_ns(argv[0]) : -1;
+    if (RB_UNLIKELY(!farce_loop_can_park(&s->loop))) {
+        /* called by hand from a blocking fiber: the thread sleeps, as
+         * Kernel#sleep does without a scheduler (issue 13 item 3) */
+        if (tmo < 0) {
+            rb_thread_sleep_forever();
+        } else {
+            struct timeval tv = {(time_t)(tmo / 1000000000LL), (suseconds_t)((tmo % 1000000000LL) / 1000)};
+            rb_thread_wait_for(tv);
+        }
+        return Qtrue;
+    }
     uint64_t token = 0;
     farce_stack_guard();
-    int64_t r = tmo == 0 ? farce_core.yield(s->loop.handle, &token) : farce_core.park(s->loop.handle, tmo, &token);
+    int64_t r = tmo == 0 ? s->loop.core->yield(s->loop.handle, &token) : s->loop.core->park(s->loop.handle, tmo, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "sleep");
     /* registered for unblock: Mutex#sleep and ConditionVariable#wait park in
      * kernel_sleep and are woken by `unblock` */
@@ -324,7 +347,7 @@ static VALUE sched_block(int argc, VALUE *argv, VALUE self)
     int64_t tmo = argc == 2 ? farce_timeout_ns(argv[1]) : -1;
     uint64_t token = 0;
     farce_stack_guard();
-    int64_t r = farce_core.park(s->loop.handle, tmo, &token);
+    int64_t r = s->loop.core->park(s->loop.handle, tmo, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "block");
     VALUE blocker = NIL_P(argv[0]) ? Qtrue : argv[0];
     return farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, blocker) == FARCE_RESULT_TIMED_OUT ? Qfalse : Qtrue;
@@ -341,7 +364,7 @@ static VALUE sched_unblock(VALUE self, VALUE blocker, VALUE fiber)
     if (!st_lookup(s->loop.blocked, (st_data_t)fiber, &token)) return Qnil; /* not blocked (any more) */
     if (rb_thread_current() == s->loop.thread) {
         farce_stack_guard();
-        farce_core.wake(s->loop.handle, (uint64_t)token);
+        s->loop.core->wake(s->loop.handle, (uint64_t)token);
         return Qnil;
     }
     if (s->inbox_len == s->inbox_cap) {
@@ -363,7 +386,7 @@ static VALUE sched_alarm(VALUE self, VALUE fiber, VALUE seconds, VALUE klass, VA
     Check_Type(args, T_ARRAY);
     uint64_t token = 0;
     farce_stack_guard();
-    int64_t r = farce_core.park(s->loop.handle, tmo, &token);
+    int64_t r = s->loop.core->park(s->loop.handle, tmo, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "timeout");
     farce_wait *e = farce_loop_wait_at(&s->loop, farce_token_slot(token));
     e->gen = farce_token_gen(token);
@@ -384,7 +407,7 @@ static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
         memset(&l->waits[slot], 0, sizeof(farce_wait));
         if (live(s)) {
             farce_stack_guard();
-            farce_core.cancel(l->handle, token);
+            l->core->cancel(l->handle, token);
         }
     }
     return Qnil;
@@ -398,7 +421,7 @@ static VALUE sched_yield(VALUE self)
     farce_sched *s = get_sched(self);
     uint64_t token = 0;
     farce_stack_guard();
-    int64_t r = farce_core.yield(s->loop.handle, &token);
+    int64_t r = s->loop.core->yield(s->loop.handle, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "yield");
     farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qundef);
     return Qnil;
@@ -448,9 +471,9 @@ static VALUE sched_select_ready(VALUE self, VALUE io, VALUE events)
     int ev = NUM2INT(events) & (RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE), got = 0;
     if ((ev & RUBY_IO_READABLE) && rb_io_read_pending(fptr)) got |= RUBY_IO_READABLE;
     if (!(ev & ~got)) return INT2NUM(got);
-    if (!farce_core.probe) rb_raise(farce_eError, "farce's Go core predates farce_probe: rebuild with `rake compile`");
+    if (!s->loop.core->probe) rb_raise(farce_eError, "farce's Go core predates farce_probe: rebuild with `rake compile`");
     farce_stack_guard();
-    int64_t r = farce_core.probe(farce_io_descriptor(io), (uint32_t)(ev & ~got));
+    int64_t r = s->loop.core->probe(farce_io_descriptor(io), (uint32_t)(ev & ~got));
     if (r == -EBADF) rb_raise(rb_eIOError, "closed stream");
     if (r < 0) farce_loop_raise(&s->loop, r, "IO.select");
     if (r > 0) got |= (int)r & ev;
@@ -470,6 +493,8 @@ static VALUE sched_process_wait(VALUE self, VALUE pid, VALUE flags)
 void farce_fiber_scheduler_init(VALUE mFarce)
 {
     cScheduler = rb_define_class_under(mFarce, "Scheduler", rb_cObject);
+    cFiber = rb_const_get(rb_cObject, rb_intern("Fiber"));
+    id_blocking_p = rb_intern("blocking?");
     rb_define_alloc_func(cScheduler, sched_alloc);
 
     rb_define_private_method(cScheduler, "__open", sched_open, 1);

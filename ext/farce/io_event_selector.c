@@ -72,7 +72,10 @@ static long dispatch(farce_loop *l)
     return resumed;
 }
 
-static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1};
+/* Anything but the loop fiber can transfer to the loop and be transferred back. */
+static int can_park(VALUE self) { return rb_fiber_current() != ((farce_selector *)rb_check_typeddata(self, &sel_type))->loop_fiber; }
+
+static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1, can_park};
 
 /* ---- GC ------------------------------------------------------------------ */
 

@@ -30,10 +30,12 @@ static ID id_locked_p;
 void farce_io_transfer_init(void) { id_locked_p = rb_intern("locked?"); }
 
 /* Whether reads and writes on f go through completion operations: the core
- * performs them (io_uring) and f is a non-blocking socket or pipe. */
+ * performs them (io_uring), f is a non-blocking socket or pipe, and the
+ * calling fiber can park until the completion is reaped (a blocking fiber
+ * waits for readiness with the thread instead: issue 13 item 3). */
 static inline int use_ops(const farce_loop *l, const farce_fd_ent *f)
 {
-    return l->ops && f->stream && f->pollable && !f->blocking;
+    return l->ops && f->stream && f->pollable && !f->blocking && farce_loop_can_park(l);
 }
 
 struct parked_op {
@@ -73,7 +75,7 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     int locked = RTEST(rb_funcall(buffer, id_locked_p, 0));
     if (!locked) rb_io_buffer_lock(buffer);
     int op = direction == FARCE_READ ? FARCE_OP_READ : FARCE_OP_WRITE;
-    int64_t r = farce_core.submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
+    int64_t r = l->core->submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
     if (r < 0) {
         if (!locked) rb_io_buffer_unlock(buffer);
         farce_loop_raise(l, r, direction == FARCE_READ ? "read" : "write");

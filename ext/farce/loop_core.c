@@ -19,7 +19,7 @@ static int64_t farce_monotonic_ns(void)
 
 void farce_loop_raise(const farce_loop *l, int64_t code, const char *what)
 {
-    farce_raise_core_error(l->handle, code, what, l->backend);
+    farce_raise_core_error(l->core, l->handle, code, what, l->backend);
 }
 
 int64_t farce_timeout_ns(VALUE timeout)
@@ -75,6 +75,7 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
     l->front = front;
     l->owner = owner;
     l->wake_fd = -1;
+    l->core = l->fds.core = &farce_core; /* until start: "no core" in a child, so every call fails safely */
     l->fork_generation = farce_fork_generation;
     l->thread = rb_thread_current();
     l->backend = l->fallback_reason = Qnil;
@@ -87,6 +88,7 @@ void farce_loop_start(farce_loop *l, const char *backend)
     if (l->closed) farce_loop_check_usable(l);
     farce_stack_guard();
     farce_core_load();
+    l->core = l->fds.core = farce_core_current();
     release_orphans();
     VALUE from_environment = Qnil;
     if (!backend) {
@@ -99,7 +101,7 @@ void farce_loop_start(farce_loop *l, const char *backend)
     }
     char name[64] = "", reason[512] = "";
     int wake_fd = -1;
-    int64_t h = farce_core.new_(backend, name, sizeof(name), reason, sizeof(reason), &wake_fd);
+    int64_t h = l->core->new_(backend, name, sizeof(name), reason, sizeof(reason), &wake_fd);
     if (h == -FARCE_E_ARGUMENT) {
         VALUE names = farce_backend_names(), list = rb_str_new_cstr("");
         for (long i = 0; i < RARRAY_LEN(names); i++) {
@@ -112,13 +114,13 @@ void farce_loop_start(farce_loop *l, const char *backend)
     l->wake_fd = wake_fd;
     l->backend = ID2SYM(rb_intern(name));
     l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
-    l->ops = farce_core.ops_supported && farce_core.ops_supported(h) == 1;
+    l->ops = l->core->ops_supported && l->core->ops_supported(h) == 1;
     RB_GC_GUARD(from_environment); /* backend points into it until here */
 }
 
 void farce_loop_release(farce_loop *l)
 {
-    if (l->handle && !farce_loop_inert(l)) farce_core.close(l->handle);
+    if (l->handle && !farce_loop_inert(l)) l->core->close(l->handle);
     l->handle = 0;
     l->closed = 1;
     if (l->waits) memset(l->waits, 0, l->nwaits * sizeof(farce_wait));
@@ -167,6 +169,7 @@ size_t farce_loop_memsize(const farce_loop *l)
 /* ---- the loop ------------------------------------------------------------------- */
 
 struct blocking_poll {
+    const struct farce_core_api *core;
     int64_t handle;
     int64_t block_ns;
     farce_completion *out;
@@ -177,7 +180,7 @@ struct blocking_poll {
 static void *poll_body(void *p)
 {
     struct blocking_poll *a = p;
-    a->result = farce_core.poll(a->handle, a->block_ns, a->out, a->capacity);
+    a->result = a->core->poll(a->handle, a->block_ns, a->out, a->capacity);
     return NULL;
 }
 
@@ -197,18 +200,18 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
 {
     scan_closed(l);
     l->batch_pos = l->batch_len = 0;
-    int64_t n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
+    int64_t n = l->core->poll(l->handle, 0, l->batch, FARCE_BATCH);
     if (n == 0 && block_ns == 0) {
         /* The io_uring driver defers submissions from a zero-timeout poll
          * that finds nothing to the blocking poll it expects next, never
          * twice in a row (uring_linux.go). A zero-timeout select has no
          * next: the second call submits, so readiness armed in this very
          * call is seen (io-event's contract). */
-        n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
+        n = l->core->poll(l->handle, 0, l->batch, FARCE_BATCH);
     } else if (n == 0) {
         /* the close scan must get its turn while descriptor waits are parked */
         if (l->fd_parked && (block_ns < 0 || block_ns > FARCE_CLOSE_SCAN_NS)) block_ns = FARCE_CLOSE_SCAN_NS;
-        struct blocking_poll a = {l->handle, block_ns, l->batch, FARCE_BATCH, 0};
+        struct blocking_poll a = {l->core, l->handle, block_ns, l->batch, FARCE_BATCH, 0};
         int64_t t0 = farce_monotonic_ns();
         l->in_kernel_wait = 1;
         rb_nogvl(poll_body, &a, farce_write_wake, &l->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
@@ -270,7 +273,7 @@ VALUE farce_loop_stats(farce_loop *l)
 {
     int64_t v[FARCE_STAT_COUNT];
     farce_stack_guard();
-    int64_t r = farce_core.stats(l->handle, v, FARCE_STAT_COUNT);
+    int64_t r = l->core->stats(l->handle, v, FARCE_STAT_COUNT);
     if (r < 0) farce_loop_raise(l, r, "stats");
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("backend")), l->backend);

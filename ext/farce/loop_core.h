@@ -65,12 +65,22 @@ typedef struct {
     /* io-event's contract: a descriptor wait always suspends the fiber,
      * even when the descriptor is ready at once; the loop resumes it. */
     int suspend_when_ready;
+    /* Whether the current fiber can park (switch to the loop and be switched
+     * back): not a blocking fiber of the scheduler, not the selector's loop
+     * fiber. One that cannot (the root fiber calling a hook by hand) gets a
+     * blocking wait with the GVL released instead, as Ruby itself does
+     * without a scheduler (issue 13 item 3). Asked only before a wait. */
+    int (*can_park)(VALUE owner);
 } farce_front_end;
 
 struct farce_loop {
     const farce_front_end *front;
     VALUE owner;               /* the front end's Ruby object (not marked: it owns this) */
     int64_t handle;            /* Go core handle; 0 before start and after release */
+    /* The copy of the core the handle belongs to (farce_core_current() at
+     * start; the process-wide table before). Every call goes through it, so
+     * an object of one fork generation never calls another's copy. */
+    const struct farce_core_api *core;
     int closed;
     int wake_fd;
     uint64_t fork_generation;  /* farce_fork_generation at creation: inert when it differs */
@@ -152,6 +162,8 @@ VALUE farce_loop_stats(farce_loop *l);
 VALUE farce_backend_names(void);
 
 /* ---- small helpers --------------------------------------------------------- */
+
+static inline int farce_loop_can_park(const farce_loop *l) { return l->front->can_park(l->owner); }
 
 /* Ruby timeout (nil or seconds) to nanoseconds; -1 means none. NaN and
  * negative durations raise ArgumentError, in every hook of both front ends. */
