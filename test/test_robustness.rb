@@ -140,7 +140,6 @@ class TestRobustness < Minitest::Test
   # consumed by an orphaned read. (defer rings run the reads only when the
   # ring is entered, and the release cancels them first.)
   def test_item4_scheduler_collected_with_operations_in_flight
-    pending!(4)
     each_backend(%i[io_uring]) do |b|
       %w[defer coop plain].each do |setup|
         out, status = ruby_subprocess(<<~RUBY, timeout: 30, env: { "FARCE_IO_URING_SETUP" => setup })
@@ -180,7 +179,6 @@ class TestRobustness < Minitest::Test
   # Item 5: hooks called off the thread that owns the scheduler raise
   # Farce::Error (except unblock, fiber_interrupt and stats).
   def test_item5_hooks_off_the_owner_thread_raise
-    pending!(5)
     each_backend do |b|
       out, status = ruby_subprocess(<<~RUBY, timeout: 20)
         require "farce"

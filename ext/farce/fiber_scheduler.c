@@ -21,6 +21,7 @@
 #include "loop_core.h"
 #include "wait_table.h"
 #include "positional_io.h"
+#include "op_pins.h"
 
 static VALUE cScheduler;
 
@@ -118,6 +119,7 @@ static farce_sched *get_sched(VALUE self)
     farce_sched *s = sched_of(self);
     farce_loop_check_usable(&s->loop);
     if (!s->loop.handle) rb_raise(farce_eError, "scheduler is closed");
+    farce_loop_check_thread(&s->loop);
     return s;
 }
 
@@ -165,7 +167,10 @@ static VALUE run_loop(VALUE self)
     farce_loop *l = &s->loop;
     for (;;) {
         dispatch(l); /* may raise, as a fiber's exception does */
-        if (l->closed) return Qnil;
+        if (l->closed) {
+            farce_loop_finish_release(l); /* abandon or close from another thread */
+            return Qnil;
+        }
         /* Worker threads need the GVL to start a job and to hand back its
          * result; a loop that never blocks would make them wait a whole
          * time slice (100 ms) each time. Before the inbox is drained: what
@@ -174,7 +179,10 @@ static VALUE run_loop(VALUE self)
         if (s->inbox_len) drain_inbox(s);
         if (RARRAY_LEN(s->interrupts)) {
             deliver_interrupts(s); /* may raise, as a fiber's exception does */
-            if (l->closed) return Qnil;
+            if (l->closed) {
+                farce_loop_finish_release(l);
+                return Qnil;
+            }
             continue;
         }
         if (l->parked <= 0) return Qnil;
@@ -182,9 +190,26 @@ static VALUE run_loop(VALUE self)
     }
 }
 
+/* run ended by an exception: nobody reaps the completion operations in
+ * flight until the next run, and the scheduler may be dropped meanwhile
+ * (op_pins.c) */
+static VALUE run_rescued(VALUE self)
+{
+    int state = 0;
+    VALUE r = rb_protect(run_loop, self, &state);
+    if (state) {
+        farce_sched *s = sched_of(self);
+        VALUE error = rb_errinfo();
+        farce_loop_stop_ops(&s->loop);
+        rb_set_errinfo(error);
+        rb_jump_tag(state);
+    }
+    return r;
+}
+
 static VALUE run_done(VALUE self)
 {
-    sched_of(self)->running = 0;
+    sched_of(self)->running = sched_of(self)->loop.running = 0;
     return Qnil;
 }
 
@@ -198,9 +223,8 @@ static VALUE sched_run(VALUE self)
         rb_raise(farce_eError, "Farce::Scheduler#run must be called from a blocking fiber (the thread's own), "
                  "not from a fiber the scheduler runs: it is not re-entrant");
     }
-    s->running = 1;
-    s->loop.thread = rb_thread_current();
-    return rb_ensure(run_loop, self, run_done, self);
+    s->running = s->loop.running = 1;
+    return rb_ensure(run_rescued, self, run_done, self);
 }
 
 /* ---- construction and release --------------------------------------------- */
@@ -222,7 +246,8 @@ static VALUE sched_open(VALUE self, VALUE backend)
 static VALUE sched_release(VALUE self)
 {
     farce_sched *s = sched_of(self);
-    farce_loop_release(&s->loop);
+    if (s->loop.handle && !farce_loop_inert(&s->loop)) farce_stack_guard();
+    if (!farce_loop_release(&s->loop)) return Qnil; /* handed to the loop's thread */
     rb_ary_clear(s->interrupts);
     s->inbox_len = 0;
     return Qnil;
@@ -230,7 +255,8 @@ static VALUE sched_release(VALUE self)
 
 static VALUE sched_closed_p(VALUE self)
 {
-    return live(sched_of(self)) ? Qfalse : Qtrue;
+    farce_sched *s = sched_of(self);
+    return live(s) && !s->loop.closed ? Qfalse : Qtrue;
 }
 
 static VALUE sched_backend(VALUE self) { return sched_of(self)->loop.backend; }
@@ -261,7 +287,9 @@ static VALUE sched_offload(VALUE self, VALUE delta)
 
 static VALUE sched_stats(VALUE self)
 {
-    farce_sched *s = get_sched(self);
+    farce_sched *s = sched_of(self); /* from any thread */
+    farce_loop_check_usable(&s->loop);
+    if (!s->loop.handle) rb_raise(farce_eError, "scheduler is closed");
     VALUE h = farce_loop_stats(&s->loop);
     rb_hash_aset(h, ID2SYM(rb_intern("fibers")), LONG2NUM(s->live_fibers));
     return h;

@@ -81,6 +81,7 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
         farce_loop_raise(l, r, direction == FARCE_READ ? "read" : "write");
     }
     l->ops_submitted++;
+    l->ops_in_flight++;
     /* a pending exception must not reach this fiber between submission
      * and park_op: park_op is the only place that handles it. park_op
      * returns or raises only once the completion was reaped (the kernel is
