@@ -109,9 +109,10 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
     f->blocking = flags >= 0 && !(flags & O_NONBLOCK);
     if (fstat(fd, &st) == 0) {
         f->stream = S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode);
+        f->socket = S_ISSOCK(st.st_mode);
         f->pollable = !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
     } else {
-        f->stream = 0;
+        f->stream = f->socket = 0;
         f->pollable = 1;
     }
     return f;

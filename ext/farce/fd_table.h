@@ -15,6 +15,7 @@ typedef struct {
     VALUE io_id;      /* its object id (a Fixnum): tells it from a new object at the same address */
     size_t gc_seen;   /* rb_gc_count() when io was last known alive */
     uint8_t stream;   /* socket or FIFO: a short read means it was drained */
+    uint8_t socket;   /* a socket: recv/send take MSG_DONTWAIT */
     uint8_t blocking; /* O_NONBLOCK was clear: never read before it is ready */
     uint8_t pollable; /* not a regular file or directory */
     uint8_t drained;  /* the last read was short */

@@ -198,10 +198,7 @@ static VALUE run_rescued(VALUE self)
     int state = 0;
     VALUE r = rb_protect(run_loop, self, &state);
     if (state) {
-        farce_sched *s = sched_of(self);
-        VALUE error = rb_errinfo();
-        farce_loop_stop_ops(&s->loop);
-        rb_set_errinfo(error);
+        farce_loop_stop_ops(&sched_of(self)->loop); /* raises nothing: the pending jump stays as it is */
         rb_jump_tag(state);
     }
     return r;

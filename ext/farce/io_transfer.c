@@ -17,6 +17,9 @@
 #define _GNU_SOURCE 1
 #endif
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <ruby.h>
 #include <ruby/io.h>
@@ -58,6 +61,39 @@ static VALUE park_op_unlock(VALUE arg)
     struct parked_op *p = (struct parked_op *)arg;
     if (p->unlock) rb_io_buffer_unlock(p->buffer);
     return Qnil;
+}
+
+#ifdef RWF_NOWAIT
+static int nowait_pipes = 1; /* preadv2/pwritev2 take RWF_NOWAIT for pipes (Linux 5.x); cleared on EOPNOTSUPP */
+#endif
+
+/* One stream read or write that never blocks the thread, whatever
+ * O_NONBLOCK says by now (issue 13 item 10): f->blocking was cached when
+ * the IO was first seen, and `io.nonblock = false` may have changed it
+ * since. No extra system call for sockets (MSG_DONTWAIT) and pipes
+ * (RWF_NOWAIT); anything else (a tty) has its flags read again first, and
+ * a descriptor found blocking is waited on before every call from then on.
+ * Returns what read/write would, EAGAIN included. */
+static ssize_t stream_nowait(farce_fd_ent *f, int fd, int reading, void *at, size_t room)
+{
+    if (f->socket) return reading ? recv(fd, at, room, MSG_DONTWAIT) : send(fd, at, room, MSG_DONTWAIT);
+#ifdef RWF_NOWAIT
+    if (f->stream && nowait_pipes) {
+        struct iovec v = {at, room};
+        ssize_t n = reading ? preadv2(fd, &v, 1, -1, RWF_NOWAIT) : pwritev2(fd, &v, 1, -1, RWF_NOWAIT);
+        if (n >= 0 || errno != EOPNOTSUPP) return n;
+        nowait_pipes = 0; /* an older kernel: flags, below */
+    }
+#endif
+    if (!f->blocking) {
+        int flags = fcntl(fd, F_GETFL);
+        if (flags >= 0 && !(flags & O_NONBLOCK)) {
+            f->blocking = 1;
+            errno = EAGAIN; /* the caller waits for readiness, then calls again */
+            return -1;
+        }
+    }
+    return reading ? read(fd, at, room) : write(fd, at, room);
 }
 
 /* Runs one completion operation on len bytes at ptr, memory owned by
@@ -161,8 +197,9 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
         }
         waited = 0;
         off_t pos = from + (off_t)total;
-        ssize_t n = reading ? (positional ? pread(fd, at, room, pos) : read(fd, at, room))
-                            : (positional ? pwrite(fd, at, room, pos) : write(fd, at, room));
+        ssize_t n = positional ? (reading ? pread(fd, at, room, pos) : pwrite(fd, at, room, pos))
+                               : f->pollable ? stream_nowait(f, fd, reading, at, room)
+                                             : (reading ? read(fd, at, room) : write(fd, at, room));
         if (n > 0 || (n == 0 && !reading)) {
             total += (size_t)n;
             if (reading && !positional) {
