@@ -446,7 +446,6 @@ class TestRobustness < Minitest::Test
   # Item 10: `io.nonblock = false` after a wait: a read must not block the
   # whole loop (the cached blocking flag would have it read first).
   def test_item10_nonblock_false_after_a_wait_does_not_block_the_loop
-    pending!(10)
     each_backend do |b|
       out, status = ruby_subprocess(<<~RUBY, timeout: 20)
         require "farce"

@@ -155,8 +155,8 @@ module Farce
       duration = interval(timeout)
       raise IOError, "closed stream" if io.closed?
 
-      if duration == 0
-        got = ready_now(io, events)
+      if duration == 0 || Fiber.blocking? # a blocking fiber cannot park: the thread waits (issue 13 item 3)
+        got = ready_now(io, events, duration)
         return got.zero? ? false : got
       end
       wait = Wait.new(Fiber.current, io: io, events: events)
@@ -187,6 +187,10 @@ module Farce
       raise ArgumentError, "wrong number of arguments (given #{arguments.size}, expected 0..1)" if arguments.size > 1
 
       duration = arguments.empty? ? nil : interval(arguments[0])
+      if Fiber.blocking? # called by hand from a fiber that cannot park: the thread sleeps, as without a scheduler
+        duration ? sleep(duration) : sleep
+        return true
+      end
       wait = Wait.new(Fiber.current, unblockable: true)
       park(wait, duration)
       true
@@ -430,6 +434,10 @@ module Farce
     # seconds before :timed_out (nil: none; 0: resumed at the next iteration,
     # as kernel_sleep(0) and yield are).
     def park(wait, duration = nil)
+      if Fiber.blocking?
+        raise Farce::Error, "Farce::Scheduler#block called from a fiber that cannot wait in it (a blocking fiber, " \
+                            "e.g. the thread's root fiber): call it from a fiber the scheduler runs (Fiber.schedule)"
+      end
       @waits[wait.fiber] = wait
       @parked += 1
       if duration == 0
@@ -526,11 +534,11 @@ module Farce
       end
     end
 
-    def ready_now(io, events)
+    def ready_now(io, events, duration = 0)
       readers = (events & IO::READABLE) != 0 ? [io] : nil
       writers = (events & IO::WRITABLE) != 0 ? [io] : nil
       priority = (events & IO::PRIORITY) != 0 ? [io] : nil
-      ready = blocking { IO.select(readers, writers, priority, 0) }
+      ready = blocking { IO.select(readers, writers, priority, duration) }
       return 0 unless ready
 
       got = 0
