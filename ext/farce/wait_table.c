@@ -98,15 +98,31 @@ int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind
  *   released   - park_op returns or re-raises the held exception; only now
  *                may the caller's frame (and so the buffer) go away.
  * The fiber never leaves before "reaped"; a switch to it from anyone but the
- * loop parks it again. If the loop is released meanwhile, its core cancels
- * and reaps every operation before it releases the ring (URing.Close), and
- * this fiber is never resumed. */
+ * loop parks it again. If the loop is released meanwhile, the release
+ * drains every operation before it forgets the waits (op_pins.c), and this
+ * fiber is never resumed.
+ *
+ * The held jump need not be an exception: Fiber#kill (Ruby 3.3+) unwinds
+ * with TAG_FATAL and a non-exception errinfo that Ruby's fiber start
+ * checks, and $! cannot be assigned a non-exception. So errinfo is left as
+ * the jump set it (nothing here clears it) and rb_jump_tag replays it; an
+ * exception is re-raised by value, which survives later jumps. A later
+ * non-exception jump replaces a held one (only the latest one's errinfo is
+ * still in place). `throw` never reaches a parked fiber: it starts in the
+ * running fiber. */
+/* errinfo may be an internal object (a throw's) or a Fixnum (a kill's) */
+static int is_exception(VALUE v)
+{
+    return !RB_SPECIAL_CONST_P(v) && RB_BUILTIN_TYPE(v) == T_OBJECT && rb_obj_is_kind_of(v, rb_eException);
+}
+
 int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin)
 {
     VALUE fiber = rb_fiber_current();
     farce_wait *e = farce_loop_wait_at(l, farce_token_slot(token));
     e->gen = farce_token_gen(token);
     e->kind = FARCE_WAIT_OP;
+    e->stopped = 0;
     e->fiber = fiber;
     e->extra = pin;
     l->parked++;
@@ -121,17 +137,16 @@ int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin)
             /* reaped: dispatch cleared the entry and passed the result */
             RB_GC_GUARD(pin);
             if (held_state) {
-                if (rb_obj_is_kind_of(held, rb_eException)) rb_exc_raise(held);
+                if (is_exception(held)) rb_exc_raise(held);
                 rb_jump_tag(held_state);
             }
             return FIXNUM_P(result) ? FIX2LONG(result) : -EINTR;
         }
         if (state) {
-            if (!held_state) {
+            if (!held_state || !is_exception(held)) {
                 held_state = state;
                 held = rb_errinfo();
             }
-            rb_set_errinfo(Qnil);
             if (l->handle && !farce_loop_inert(l)) l->core->cancel_op(l->handle, token);
         }
         /* else: switched to by hand; the operation is still in flight */
