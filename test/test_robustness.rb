@@ -225,6 +225,50 @@ class TestRobustness < Minitest::Test
     end
   end
 
+  # Item 5, the selector: io_wait and io_read from a thread other than the
+  # selector's raise Farce::Error (io-event allows only wakeup from
+  # anywhere; stats is read-only); close from another thread is handed to
+  # the loop, which releases the core at its next select.
+  def test_item5_selector_hooks_off_the_owner_thread_raise
+    each_backend do |b|
+      out, status = ruby_subprocess(<<~RUBY, timeout: 20, env: { "FARCE_BACKEND" => b.to_s })
+        require "farce"
+        $stdout.sync = true
+        sel = nil
+        r, w = IO.pipe
+        waiting = Queue.new
+        t = Thread.new do
+          loop_fiber = Fiber.current
+          sel = Farce::IOEventSelector.new(loop_fiber)
+          Fiber.new { sel.io_wait(Fiber.current, r, IO::READABLE); loop_fiber.transfer }.transfer
+          waiting << true
+          sel.select(0.05) until sel.closed?
+          :loop_ended
+        end
+        waiting.pop
+        results = {}
+        { io_wait: -> { sel.io_wait(Fiber.current, r, IO::READABLE) },
+          io_read: -> { sel.io_read(Fiber.current, r, IO::Buffer.new(4), 1, 0) } }.each do |name, call|
+          call.call
+          results[name] = "returned"
+        rescue Farce::Error
+          results[name] = "Farce::Error"
+        rescue StandardError => e
+          results[name] = e.class.name
+        end
+        sel.stats # allowed from any thread
+        sel.wakeup
+        sel.close
+        results[:loop] = t.join(5) ? t.value : "still running"
+        results[:closed] = sel.closed?
+        puts results.map { |k, v| "\#{k}=\#{v}" }.join(" ")
+        exit!(0)
+      RUBY
+      assert status.success?, "#{b}: #{out}"
+      assert_match(/io_wait=Farce::Error io_read=Farce::Error loop=loop_ended closed=true/, out, b)
+    end
+  end
+
   # Item 7: a pread offloaded to a worker thread locks the IO::Buffer for
   # the whole transfer, so another fiber cannot resize or free it.
   def test_item7_offloaded_pread_locks_the_buffer
