@@ -269,6 +269,37 @@ class TestRobustness < Minitest::Test
     end
   end
 
+  # Item 5, found on the way: Queue and Mutex list a fiber as waiting
+  # before they call the scheduler's `block`; a Ruby frame in between (a
+  # subclass calling super, or the Ruby core's hooks once installed) lets
+  # another thread run there and `unblock` the fiber before the core knows
+  # it blocked. That wakeup must not be lost (the fiber would wait forever).
+  def test_item5_unblock_before_block_is_not_lost
+    (backends + [:ruby]).each do |b|
+      out, status = ruby_subprocess(<<~RUBY, timeout: 20)
+        require "farce"
+        $blocking = $pushed = false
+        class SlowBlock < Farce::Scheduler
+          def block(blocker, timeout = nil)
+            $blocking = true
+            Thread.pass until $pushed # the pusher unblocks us here, before super registers the wait
+            super
+          end
+        end
+        got = nil
+        s = SlowBlock.new(backend: :#{b})
+        Fiber.set_scheduler(s)
+        q = Queue.new
+        Thread.new { Thread.pass until $blocking; q << :item; $pushed = true }
+        Fiber.schedule { got = q.pop }
+        s.run
+        puts "got=\#{got.inspect}"
+      RUBY
+      assert status.success?, "#{b}: #{out}"
+      assert_match(/got=:item/, out, b)
+    end
+  end
+
   # Item 7: a pread offloaded to a worker thread locks the IO::Buffer for
   # the whole transfer, so another fiber cannot resize or free it.
   def test_item7_offloaded_pread_locks_the_buffer

@@ -33,6 +33,15 @@ typedef struct {
     long inbox_len, inbox_cap;
     long offloads;     /* jobs on worker threads that fibers wait for */
     long live_fibers;  /* started by Fiber.schedule, not finished */
+    /* Fibers `unblock`ed before they were registered as blocked: Queue and
+     * Mutex put a fiber on their wait list before they call `block`, and
+     * when a Ruby frame sits in between (a subclass's `block` calling
+     * super, or the Ruby core's Hooks once installed) another thread can
+     * run there and unblock it. Its next `block` (or unblockable
+     * kernel_sleep) returns at once: a spurious wakeup, which Queue, Mutex
+     * and ConditionVariable allow for, instead of a lost one (a hang). Keys
+     * are marked. */
+    st_table *early_unblocks;
 } farce_sched;
 
 /* ---- how its fibers switch ------------------------------------------------- */
@@ -43,11 +52,14 @@ static VALUE cFiber;
 static ID id_blocking_p;
 
 /* A fiber parks by yielding to whoever resumed it: that must be a
- * non-blocking fiber (the loop resumes those). The common case, a fiber
- * under this very scheduler, costs no method call. */
+ * non-blocking fiber (the loop resumes those). Only a thread with no
+ * scheduler set (this one driven by hand) needs the method call, which
+ * may let another thread run. */
 static int can_park(VALUE owner)
 {
-    if (rb_fiber_scheduler_current() == owner) return 1;
+    VALUE current = rb_fiber_scheduler_current(); /* nil for a blocking fiber */
+    if (current == owner) return 1;
+    if (!NIL_P(rb_fiber_scheduler_get())) return !NIL_P(current);
     return !RTEST(rb_funcall(cFiber, id_blocking_p, 0));
 }
 
@@ -80,12 +92,14 @@ static void sched_mark(void *p)
     farce_sched *s = p;
     farce_loop_mark(&s->loop);
     rb_gc_mark(s->interrupts);
+    if (s->early_unblocks) rb_mark_set(s->early_unblocks);
 }
 
 static void sched_free(void *p)
 {
     farce_sched *s = p;
     farce_loop_free(&s->loop);
+    if (s->early_unblocks) st_free_table(s->early_unblocks);
     xfree(s->inbox);
     xfree(s);
 }
@@ -108,6 +122,7 @@ static VALUE sched_alloc(VALUE klass)
     VALUE obj = TypedData_Make_Struct(klass, farce_sched, &sched_type, s);
     farce_loop_init(&s->loop, &scheduler_front_end, obj);
     s->interrupts = rb_ary_new();
+    s->early_unblocks = st_init_numtable();
     return obj;
 }
 
@@ -246,6 +261,7 @@ static VALUE sched_release(VALUE self)
     if (s->loop.handle && !farce_loop_inert(&s->loop)) farce_stack_guard();
     if (!farce_loop_release(&s->loop)) return Qnil; /* handed to the loop's thread */
     rb_ary_clear(s->interrupts);
+    st_clear(s->early_unblocks);
     s->inbox_len = 0;
     return Qnil;
 }
@@ -268,7 +284,10 @@ static VALUE sched_fiber_started(VALUE self)
 
 static VALUE sched_fiber_finished(VALUE self)
 {
-    sched_of(self)->live_fibers--;
+    farce_sched *s = sched_of(self);
+    st_data_t fiber = (st_data_t)rb_fiber_current();
+    if (s->early_unblocks->num_entries) st_delete(s->early_unblocks, &fiber, NULL);
+    s->live_fibers--;
     return Qnil;
 }
 
@@ -337,6 +356,15 @@ static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length)
 #define IO_RW_ARITY 3
 #endif
 
+/* Whether the current fiber was unblocked before it blocked (see
+ * early_unblocks): it must not park then. */
+static int unblocked_early(farce_sched *s)
+{
+    if (RB_LIKELY(!s->early_unblocks->num_entries)) return 0;
+    st_data_t fiber = (st_data_t)rb_fiber_current();
+    return st_delete(s->early_unblocks, &fiber, NULL);
+}
+
 /* call-seq: kernel_sleep(duration = nil) -> true */
 static VALUE sched_kernel_sleep(int argc, VALUE *argv, VALUE self)
 {
@@ -354,6 +382,7 @@ static VALUE sched_kernel_sleep(int argc, VALUE *argv, VALUE self)
         }
         return Qtrue;
     }
+    if (tmo != 0 && unblocked_early(s)) return Qtrue;
     uint64_t token = 0;
     farce_stack_guard();
     int64_t r = tmo == 0 ? s->loop.core->yield(s->loop.handle, &token) : s->loop.core->park(s->loop.handle, tmo, &token);
@@ -370,6 +399,7 @@ static VALUE sched_block(int argc, VALUE *argv, VALUE self)
     farce_sched *s = get_sched(self);
     rb_check_arity(argc, 1, 2);
     int64_t tmo = argc == 2 ? farce_timeout_ns(argv[1]) : -1;
+    if (unblocked_early(s)) return Qtrue;
     uint64_t token = 0;
     farce_stack_guard();
     int64_t r = s->loop.core->park(s->loop.handle, tmo, &token);
@@ -386,7 +416,11 @@ static VALUE sched_unblock(VALUE self, VALUE blocker, VALUE fiber)
     farce_sched *s = sched_of(self);
     if (!live(s)) return Qnil;
     st_data_t token;
-    if (!st_lookup(s->loop.blocked, (st_data_t)fiber, &token)) return Qnil; /* not blocked (any more) */
+    if (!st_lookup(s->loop.blocked, (st_data_t)fiber, &token)) {
+        /* not blocked yet (or any more): remember it for its next block */
+        if (rb_obj_is_fiber(fiber) && RTEST(rb_fiber_alive_p(fiber))) st_insert(s->early_unblocks, (st_data_t)fiber, 1);
+        return Qnil;
+    }
     if (rb_thread_current() == s->loop.thread) {
         farce_stack_guard();
         s->loop.core->wake(s->loop.handle, (uint64_t)token);

@@ -54,6 +54,12 @@ module Farce
       @waits = {}.compare_by_identity      # fiber -> its Wait
       @io_waits = {}.compare_by_identity   # IO -> [Wait]
       @inbox = Thread::Queue.new           # Waits other threads unblocked
+      # Fibers unblocked before their wait was registered: Queue and Mutex
+      # list a fiber as waiting before they call `block`, and another thread
+      # may run in between (these are Ruby methods). Its next unblockable
+      # park ends at once: a spurious wakeup (which they allow) instead of a
+      # lost one (a hang).
+      @early_unblocks = {}.compare_by_identity
       @interrupts = []                     # [fiber, exception] from fiber_interrupt
       @live_fibers = 0
       @parked = 0
@@ -135,6 +141,7 @@ module Farce
       end
       @ready.clear
       @waits.clear
+      @early_unblocks.clear
       @io_waits.clear
       @interrupts.clear
       @timers = Timers.new
@@ -208,7 +215,13 @@ module Farce
       return nil if closed?
 
       wait = @waits[fiber]
-      return nil unless wait&.unblockable
+      unless wait&.unblockable
+        if wait.nil? && fiber.is_a?(Fiber) && fiber.alive?
+          @early_unblocks.delete_if { |f, _| !f.alive? } if @early_unblocks.size >= 1024 # fibers that finished
+          @early_unblocks[fiber] = true
+        end
+        return nil
+      end
 
       if Thread.current == @thread
         make_ready(wait, :woken)
@@ -434,13 +447,15 @@ module Farce
     # seconds before :timed_out (nil: none; 0: resumed at the next iteration,
     # as kernel_sleep(0) and yield are).
     def park(wait, duration = nil)
-      if Fiber.blocking?
+      if Fiber.blocking? # rubocop:disable Style/GuardClause
         raise Farce::Error, "Farce::Scheduler#block called from a fiber that cannot wait in it (a blocking fiber, " \
                             "e.g. the thread's root fiber): call it from a fiber the scheduler runs (Fiber.schedule)"
       end
       @waits[wait.fiber] = wait
       @parked += 1
-      if duration == 0
+      # after the registration: an unblock from now on finds the wait
+      early = wait.unblockable && !@early_unblocks.empty? && @early_unblocks.delete(wait.fiber)
+      if duration == 0 || early
         wait.state = :ready
         @ready << [wait, :woken]
       elsif duration
