@@ -131,15 +131,25 @@ class TestBadInput < Minitest::Test
   end
 
   def test_hooks_called_outside_a_non_blocking_fiber_do_not_hang
-    # Calling a parking hook from the root fiber has nowhere to yield to:
-    # it must raise, not hang the thread.
+    # A parking hook called from the root fiber has nowhere to yield to: it
+    # must neither hang nor spin (issue 13 item 3). kernel_sleep sleeps with
+    # the thread, as Kernel#sleep does without a scheduler; block, which
+    # only another fiber could end, raises Farce::Error.
     thread = Thread.new do
-      @scheduler.kernel_sleep(0.01)
-      :no_error
-    rescue FiberError, Farce::Error => e
-      e.class
+      t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      slept = @scheduler.kernel_sleep(0.05)
+      took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+      blocked = begin
+        @scheduler.block(Object.new, 0.01)
+      rescue Farce::Error => e
+        e.class
+      end
+      [slept, took, blocked]
     end
-    assert thread.join(5), "kernel_sleep from the root fiber must not hang"
-    assert_includes [FiberError, Farce::Error], thread.value
+    assert thread.join(5), "hooks from the root fiber must not hang"
+    slept, took, blocked = thread.value
+    assert_equal true, slept
+    assert_operator took, :>=, 0.04
+    assert_equal Farce::Error, blocked
   end
 end

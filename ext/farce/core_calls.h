@@ -34,6 +34,6 @@ static inline void farce_write_wake(void *p)
 
 /* Raises the Ruby exception for a failed core call: ArgumentError for bad
  * input, SystemCallError for an errno, Farce::Error otherwise. */
-NORETURN(void farce_raise_core_error(int64_t handle, int64_t code, const char *what, VALUE backend));
+NORETURN(void farce_raise_core_error(const struct farce_core_api *core, int64_t handle, int64_t code, const char *what, VALUE backend));
 
 #endif

@@ -104,6 +104,7 @@ static int64_t none_submit(int64_t h, int k, int fd, uint64_t p, uint64_t l, int
     return -FARCE_E_HANDLE;
 }
 
+static int64_t none_drain(int64_t h, int64_t timeout_ns) { return -FARCE_E_HANDLE; }
 static int64_t none_backends(char *buf, int len) { return -FARCE_E_HANDLE; }
 static int64_t none_probe(int fd, uint32_t events) { return -FARCE_E_HANDLE; }
 
@@ -111,7 +112,8 @@ static const struct farce_core_api no_core = {
     .abi = none_abi, .new_ = none_new, .close = none_h, .last_error = none_last_error, .wait_fd = none_wait_fd,
     .park = none_park, .yield = none_yield, .wake = none_token, .cancel = none_token, .forget_fd = none_fd,
     .poll = none_poll, .stats = none_stats, .ops_supported = none_h, .submit_op = none_submit,
-    .cancel_op = none_token, .backends = none_backends, .probe = none_probe,
+    .cancel_op = none_token, .ops_in_flight = none_h, .drain_ops = none_drain, .backends = none_backends,
+    .probe = none_probe,
 };
 
 static void atfork_child(void)
@@ -247,10 +249,17 @@ static enum open_result open_core(struct core_copy *c, const char *file, struct 
     *(void **)&c->api.ops_supported = dlsym(handle, "farce_ops_supported");
     *(void **)&c->api.submit_op = dlsym(handle, "farce_submit_op");
     *(void **)&c->api.cancel_op = dlsym(handle, "farce_cancel_op");
-    if (!c->api.ops_supported || !c->api.submit_op || !c->api.cancel_op) {
+    *(void **)&c->api.ops_in_flight = dlsym(handle, "farce_ops_in_flight");
+    *(void **)&c->api.drain_ops = dlsym(handle, "farce_drain_ops");
+    /* Completion operations only with a way to drain them: a core that
+     * cannot say when the kernel is done with their memory gets none. */
+    if (!c->api.ops_supported || !c->api.submit_op || !c->api.cancel_op || !c->api.ops_in_flight ||
+        !c->api.drain_ops) {
         c->api.ops_supported = NULL;
         c->api.submit_op = NULL;
         c->api.cancel_op = NULL;
+        c->api.ops_in_flight = NULL;
+        c->api.drain_ops = NULL;
     }
     if (missing) {
         pthread_sigmask(SIG_SETMASK, &saved, NULL);

@@ -28,6 +28,10 @@ struct farce_core_api {
     int64_t (*ops_supported)(int64_t h);
     int64_t (*submit_op)(int64_t h, int kind, int fd, uint64_t ptr, uint64_t len, int64_t offset, uint64_t *token);
     int64_t (*cancel_op)(int64_t h, uint64_t token);
+    /* optional (NULL in a core that predates them): draining operations
+     * before their memory is released (issue 13 item 4) */
+    int64_t (*ops_in_flight)(int64_t h);
+    int64_t (*drain_ops)(int64_t h, int64_t timeout_ns);
 };
 
 /* The table of the copy this process loaded (all zero before the first

@@ -93,8 +93,8 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
     int shared = io_alive(t, f) && f->io != io && farce_io_fd_or_closed(f->io) == fd;
     if (f->io && !shared && handle) { /* no handle: no core yet, nothing registered there */
         farce_stack_guard();
-        int64_t r = farce_core.forget_fd(handle, fd);
-        if (r < 0) farce_raise_core_error(handle, r, "forget descriptor", backend);
+        int64_t r = t->core->forget_fd(handle, fd);
+        if (r < 0) farce_raise_core_error(t->core, handle, r, "forget descriptor", backend);
     }
     VALUE id = rb_obj_id(io);
     VALUE alive = weak_map(t); /* first: it also sets id_aset */
@@ -109,9 +109,10 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
     f->blocking = flags >= 0 && !(flags & O_NONBLOCK);
     if (fstat(fd, &st) == 0) {
         f->stream = S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode);
+        f->socket = S_ISSOCK(st.st_mode);
         f->pollable = !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
     } else {
-        f->stream = 0;
+        f->stream = f->socket = 0;
         f->pollable = 1;
     }
     return f;
@@ -130,7 +131,7 @@ void farce_fd_table_forget(farce_fd_table *t, int64_t handle, int fd)
 {
     if (handle) {
         farce_stack_guard(); /* io_close runs on the closing fiber's stack */
-        farce_core.forget_fd(handle, fd);
+        t->core->forget_fd(handle, fd);
     }
     if (fd >= 0 && fd < t->nfds) memset(&t->fds[fd], 0, sizeof(farce_fd_ent));
 }

@@ -8,12 +8,14 @@
 
 #include <stdint.h>
 #include <ruby.h>
+#include "core_loader.h"
 
 typedef struct {
     VALUE io;         /* the IO object last waited on with this number: NOT marked (see fd_table.c) */
     VALUE io_id;      /* its object id (a Fixnum): tells it from a new object at the same address */
     size_t gc_seen;   /* rb_gc_count() when io was last known alive */
     uint8_t stream;   /* socket or FIFO: a short read means it was drained */
+    uint8_t socket;   /* a socket: recv/send take MSG_DONTWAIT */
     uint8_t blocking; /* O_NONBLOCK was clear: never read before it is ready */
     uint8_t pollable; /* not a regular file or directory */
     uint8_t drained;  /* the last read was short */
@@ -24,6 +26,7 @@ typedef struct {
     farce_fd_ent *fds;
     int nfds;
     VALUE alive; /* ObjectSpace::WeakMap: object id => IO, while the IO lives (marked) */
+    const struct farce_core_api *core; /* the core copy the loop's handle belongs to */
 } farce_fd_table;
 
 /* Descriptor numbers the table accepts: the Go core's bound. A larger one

@@ -21,6 +21,7 @@
 #include "loop_core.h"
 #include "wait_table.h"
 #include "positional_io.h"
+#include "op_pins.h"
 
 static VALUE cScheduler;
 
@@ -32,11 +33,35 @@ typedef struct {
     long inbox_len, inbox_cap;
     long offloads;     /* jobs on worker threads that fibers wait for */
     long live_fibers;  /* started by Fiber.schedule, not finished */
+    /* Fibers `unblock`ed before they were registered as blocked: Queue and
+     * Mutex put a fiber on their wait list before they call `block`, and
+     * when a Ruby frame sits in between (a subclass's `block` calling
+     * super, or the Ruby core's Hooks once installed) another thread can
+     * run there and unblock it. Its next `block` (or unblockable
+     * kernel_sleep) returns at once: a spurious wakeup, which Queue, Mutex
+     * and ConditionVariable allow for, instead of a lost one (a hang). Keys
+     * are marked. */
+    st_table *early_unblocks;
 } farce_sched;
 
 /* ---- how its fibers switch ------------------------------------------------- */
 
 static VALUE yield_to_loop(VALUE owner) { return rb_fiber_yield(0, NULL); }
+
+static VALUE cFiber;
+static ID id_blocking_p;
+
+/* A fiber parks by yielding to whoever resumed it: that must be a
+ * non-blocking fiber (the loop resumes those). Only a thread with no
+ * scheduler set (this one driven by hand) needs the method call, which
+ * may let another thread run. */
+static int can_park(VALUE owner)
+{
+    VALUE current = rb_fiber_scheduler_current(); /* nil for a blocking fiber */
+    if (current == owner) return 1;
+    if (!NIL_P(rb_fiber_scheduler_get())) return !NIL_P(current);
+    return !RTEST(rb_funcall(cFiber, id_blocking_p, 0));
+}
 
 /* Resumes the fibers whose waits finished; an alarm raises in its fiber.
  * A fiber's exception propagates with the batch cursor already past it. */
@@ -46,7 +71,11 @@ static void dispatch(farce_loop *l)
     int64_t result;
     while (farce_loop_next(l, &w, &result)) {
         if (w.kind == FARCE_WAIT_ALARM) {
-            if (RTEST(rb_fiber_alive_p(w.fiber))) rb_fiber_raise(w.fiber, (int)RARRAY_LEN(w.extra), RARRAY_CONST_PTR(w.extra));
+            /* the entry was cleared: only w holds the array whose elements
+             * rb_fiber_raise reads, so keep it alive until it returned */
+            VALUE alarm = w.extra;
+            if (RTEST(rb_fiber_alive_p(w.fiber))) rb_fiber_raise(w.fiber, (int)RARRAY_LEN(alarm), RARRAY_CONST_PTR(alarm));
+            RB_GC_GUARD(alarm);
             continue;
         }
         VALUE arg = LONG2FIX((long)result);
@@ -54,7 +83,7 @@ static void dispatch(farce_loop *l)
     }
 }
 
-static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0};
+static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0, can_park};
 
 /* ---- GC -------------------------------------------------------------------- */
 
@@ -63,12 +92,14 @@ static void sched_mark(void *p)
     farce_sched *s = p;
     farce_loop_mark(&s->loop);
     rb_gc_mark(s->interrupts);
+    if (s->early_unblocks) rb_mark_set(s->early_unblocks);
 }
 
 static void sched_free(void *p)
 {
     farce_sched *s = p;
     farce_loop_free(&s->loop);
+    if (s->early_unblocks) st_free_table(s->early_unblocks);
     xfree(s->inbox);
     xfree(s);
 }
@@ -91,6 +122,7 @@ static VALUE sched_alloc(VALUE klass)
     VALUE obj = TypedData_Make_Struct(klass, farce_sched, &sched_type, s);
     farce_loop_init(&s->loop, &scheduler_front_end, obj);
     s->interrupts = rb_ary_new();
+    s->early_unblocks = st_init_numtable();
     return obj;
 }
 
@@ -102,6 +134,7 @@ static farce_sched *get_sched(VALUE self)
     farce_sched *s = sched_of(self);
     farce_loop_check_usable(&s->loop);
     if (!s->loop.handle) rb_raise(farce_eError, "scheduler is closed");
+    farce_loop_check_thread(&s->loop);
     return s;
 }
 
@@ -113,7 +146,7 @@ static int live(const farce_sched *s) { return s->loop.handle && !farce_loop_ine
 /* Wakeups other threads asked for while they held the GVL. */
 static void drain_inbox(farce_sched *s)
 {
-    for (long i = 0; i < s->inbox_len; i++) farce_core.wake(s->loop.handle, s->inbox[i]);
+    for (long i = 0; i < s->inbox_len; i++) s->loop.core->wake(s->loop.handle, s->inbox[i]);
     s->inbox_len = 0;
 }
 
@@ -149,7 +182,10 @@ static VALUE run_loop(VALUE self)
     farce_loop *l = &s->loop;
     for (;;) {
         dispatch(l); /* may raise, as a fiber's exception does */
-        if (l->closed) return Qnil;
+        if (l->closed) {
+            farce_loop_finish_release(l); /* abandon or close from another thread */
+            return Qnil;
+        }
         /* Worker threads need the GVL to start a job and to hand back its
          * result; a loop that never blocks would make them wait a whole
          * time slice (100 ms) each time. Before the inbox is drained: what
@@ -158,7 +194,10 @@ static VALUE run_loop(VALUE self)
         if (s->inbox_len) drain_inbox(s);
         if (RARRAY_LEN(s->interrupts)) {
             deliver_interrupts(s); /* may raise, as a fiber's exception does */
-            if (l->closed) return Qnil;
+            if (l->closed) {
+                farce_loop_finish_release(l);
+                return Qnil;
+            }
             continue;
         }
         if (l->parked <= 0) return Qnil;
@@ -166,9 +205,23 @@ static VALUE run_loop(VALUE self)
     }
 }
 
+/* run ended by an exception: nobody reaps the completion operations in
+ * flight until the next run, and the scheduler may be dropped meanwhile
+ * (op_pins.c) */
+static VALUE run_rescued(VALUE self)
+{
+    int state = 0;
+    VALUE r = rb_protect(run_loop, self, &state);
+    if (state) {
+        farce_loop_stop_ops(&sched_of(self)->loop); /* raises nothing: the pending jump stays as it is */
+        rb_jump_tag(state);
+    }
+    return r;
+}
+
 static VALUE run_done(VALUE self)
 {
-    sched_of(self)->running = 0;
+    sched_of(self)->running = sched_of(self)->loop.running = 0;
     return Qnil;
 }
 
@@ -178,13 +231,12 @@ static VALUE sched_run(VALUE self)
 {
     farce_sched *s = get_sched(self);
     if (s->running) rb_raise(farce_eError, "Farce::Scheduler#run is already running (it is not re-entrant)");
-    if (!RTEST(rb_funcall(rb_const_get(rb_cObject, rb_intern("Fiber")), rb_intern("blocking?"), 0))) {
+    if (!RTEST(rb_funcall(cFiber, id_blocking_p, 0))) {
         rb_raise(farce_eError, "Farce::Scheduler#run must be called from a blocking fiber (the thread's own), "
                  "not from a fiber the scheduler runs: it is not re-entrant");
     }
-    s->running = 1;
-    s->loop.thread = rb_thread_current();
-    return rb_ensure(run_loop, self, run_done, self);
+    s->running = s->loop.running = 1;
+    return rb_ensure(run_rescued, self, run_done, self);
 }
 
 /* ---- construction and release --------------------------------------------- */
@@ -206,15 +258,18 @@ static VALUE sched_open(VALUE self, VALUE backend)
 static VALUE sched_release(VALUE self)
 {
     farce_sched *s = sched_of(self);
-    farce_loop_release(&s->loop);
+    if (s->loop.handle && !farce_loop_inert(&s->loop)) farce_stack_guard();
+    if (!farce_loop_release(&s->loop)) return Qnil; /* handed to the loop's thread */
     rb_ary_clear(s->interrupts);
+    st_clear(s->early_unblocks);
     s->inbox_len = 0;
     return Qnil;
 }
 
 static VALUE sched_closed_p(VALUE self)
 {
-    return live(sched_of(self)) ? Qfalse : Qtrue;
+    farce_sched *s = sched_of(self);
+    return live(s) && !s->loop.closed ? Qfalse : Qtrue;
 }
 
 static VALUE sched_backend(VALUE self) { return sched_of(self)->loop.backend; }
@@ -229,7 +284,10 @@ static VALUE sched_fiber_started(VALUE self)
 
 static VALUE sched_fiber_finished(VALUE self)
 {
-    sched_of(self)->live_fibers--;
+    farce_sched *s = sched_of(self);
+    st_data_t fiber = (st_data_t)rb_fiber_current();
+    if (s->early_unblocks->num_entries) st_delete(s->early_unblocks, &fiber, NULL);
+    s->live_fibers--;
     return Qnil;
 }
 
@@ -245,7 +303,9 @@ static VALUE sched_offload(VALUE self, VALUE delta)
 
 static VALUE sched_stats(VALUE self)
 {
-    farce_sched *s = get_sched(self);
+    farce_sched *s = sched_of(self); /* from any thread */
+    farce_loop_check_usable(&s->loop);
+    if (!s->loop.handle) rb_raise(farce_eError, "scheduler is closed");
     VALUE h = farce_loop_stats(&s->loop);
     rb_hash_aset(h, ID2SYM(rb_intern("fibers")), LONG2NUM(s->live_fibers));
     return h;
@@ -296,15 +356,36 @@ static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length)
 #define IO_RW_ARITY 3
 #endif
 
+/* Whether the current fiber was unblocked before it blocked (see
+ * early_unblocks): it must not park then. */
+static int unblocked_early(farce_sched *s)
+{
+    if (RB_LIKELY(!s->early_unblocks->num_entries)) return 0;
+    st_data_t fiber = (st_data_t)rb_fiber_current();
+    return st_delete(s->early_unblocks, &fiber, NULL);
+}
+
 /* call-seq: kernel_sleep(duration = nil) -> true */
 static VALUE sched_kernel_sleep(int argc, VALUE *argv, VALUE self)
 {
     farce_sched *s = get_sched(self);
     rb_check_arity(argc, 0, 1);
     int64_t tmo = argc == 1 ? farce_timeout_ns(argv[0]) : -1;
+    if (RB_UNLIKELY(!farce_loop_can_park(&s->loop))) {
+        /* called by hand from a blocking fiber: the thread sleeps, as
+         * Kernel#sleep does without a scheduler (issue 13 item 3) */
+        if (tmo < 0) {
+            rb_thread_sleep_forever();
+        } else {
+            struct timeval tv = {(time_t)(tmo / 1000000000LL), (suseconds_t)((tmo % 1000000000LL) / 1000)};
+            rb_thread_wait_for(tv);
+        }
+        return Qtrue;
+    }
+    if (tmo != 0 && unblocked_early(s)) return Qtrue;
     uint64_t token = 0;
     farce_stack_guard();
-    int64_t r = tmo == 0 ? farce_core.yield(s->loop.handle, &token) : farce_core.park(s->loop.handle, tmo, &token);
+    int64_t r = tmo == 0 ? s->loop.core->yield(s->loop.handle, &token) : s->loop.core->park(s->loop.handle, tmo, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "sleep");
     /* registered for unblock: Mutex#sleep and ConditionVariable#wait park in
      * kernel_sleep and are woken by `unblock` */
@@ -318,9 +399,10 @@ static VALUE sched_block(int argc, VALUE *argv, VALUE self)
     farce_sched *s = get_sched(self);
     rb_check_arity(argc, 1, 2);
     int64_t tmo = argc == 2 ? farce_timeout_ns(argv[1]) : -1;
+    if (unblocked_early(s)) return Qtrue;
     uint64_t token = 0;
     farce_stack_guard();
-    int64_t r = farce_core.park(s->loop.handle, tmo, &token);
+    int64_t r = s->loop.core->park(s->loop.handle, tmo, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "block");
     VALUE blocker = NIL_P(argv[0]) ? Qtrue : argv[0];
     return farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, blocker) == FARCE_RESULT_TIMED_OUT ? Qfalse : Qtrue;
@@ -334,10 +416,14 @@ static VALUE sched_unblock(VALUE self, VALUE blocker, VALUE fiber)
     farce_sched *s = sched_of(self);
     if (!live(s)) return Qnil;
     st_data_t token;
-    if (!st_lookup(s->loop.blocked, (st_data_t)fiber, &token)) return Qnil; /* not blocked (any more) */
+    if (!st_lookup(s->loop.blocked, (st_data_t)fiber, &token)) {
+        /* not blocked yet (or any more): remember it for its next block */
+        if (rb_obj_is_fiber(fiber) && RTEST(rb_fiber_alive_p(fiber))) st_insert(s->early_unblocks, (st_data_t)fiber, 1);
+        return Qnil;
+    }
     if (rb_thread_current() == s->loop.thread) {
         farce_stack_guard();
-        farce_core.wake(s->loop.handle, (uint64_t)token);
+        s->loop.core->wake(s->loop.handle, (uint64_t)token);
         return Qnil;
     }
     if (s->inbox_len == s->inbox_cap) {
@@ -359,7 +445,7 @@ static VALUE sched_alarm(VALUE self, VALUE fiber, VALUE seconds, VALUE klass, VA
     Check_Type(args, T_ARRAY);
     uint64_t token = 0;
     farce_stack_guard();
-    int64_t r = farce_core.park(s->loop.handle, tmo, &token);
+    int64_t r = s->loop.core->park(s->loop.handle, tmo, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "timeout");
     farce_wait *e = farce_loop_wait_at(&s->loop, farce_token_slot(token));
     e->gen = farce_token_gen(token);
@@ -380,7 +466,7 @@ static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
         memset(&l->waits[slot], 0, sizeof(farce_wait));
         if (live(s)) {
             farce_stack_guard();
-            farce_core.cancel(l->handle, token);
+            l->core->cancel(l->handle, token);
         }
     }
     return Qnil;
@@ -394,7 +480,7 @@ static VALUE sched_yield(VALUE self)
     farce_sched *s = get_sched(self);
     uint64_t token = 0;
     farce_stack_guard();
-    int64_t r = farce_core.yield(s->loop.handle, &token);
+    int64_t r = s->loop.core->yield(s->loop.handle, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "yield");
     farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qundef);
     return Qnil;
@@ -444,9 +530,9 @@ static VALUE sched_select_ready(VALUE self, VALUE io, VALUE events)
     int ev = NUM2INT(events) & (RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE), got = 0;
     if ((ev & RUBY_IO_READABLE) && rb_io_read_pending(fptr)) got |= RUBY_IO_READABLE;
     if (!(ev & ~got)) return INT2NUM(got);
-    if (!farce_core.probe) rb_raise(farce_eError, "farce's Go core predates farce_probe: rebuild with `rake compile`");
+    if (!s->loop.core->probe) rb_raise(farce_eError, "farce's Go core predates farce_probe: rebuild with `rake compile`");
     farce_stack_guard();
-    int64_t r = farce_core.probe(farce_io_descriptor(io), (uint32_t)(ev & ~got));
+    int64_t r = s->loop.core->probe(farce_io_descriptor(io), (uint32_t)(ev & ~got));
     if (r == -EBADF) rb_raise(rb_eIOError, "closed stream");
     if (r < 0) farce_loop_raise(&s->loop, r, "IO.select");
     if (r > 0) got |= (int)r & ev;
@@ -466,6 +552,8 @@ static VALUE sched_process_wait(VALUE self, VALUE pid, VALUE flags)
 void farce_fiber_scheduler_init(VALUE mFarce)
 {
     cScheduler = rb_define_class_under(mFarce, "Scheduler", rb_cObject);
+    cFiber = rb_const_get(rb_cObject, rb_intern("Fiber"));
+    id_blocking_p = rb_intern("blocking?");
     rb_define_alloc_func(cScheduler, sched_alloc);
 
     rb_define_private_method(cScheduler, "__open", sched_open, 1);

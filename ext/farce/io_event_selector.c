@@ -72,7 +72,10 @@ static long dispatch(farce_loop *l)
     return resumed;
 }
 
-static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1};
+/* Anything but the loop fiber can transfer to the loop and be transferred back. */
+static int can_park(VALUE self) { return rb_fiber_current() != ((farce_selector *)rb_check_typeddata(self, &sel_type))->loop_fiber; }
+
+static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1, can_park};
 
 /* ---- GC ------------------------------------------------------------------ */
 
@@ -119,6 +122,7 @@ static farce_selector *get_sel(VALUE self)
 {
     farce_selector *s = sel_of(self);
     farce_loop_check_usable(&s->loop);
+    farce_loop_check_thread(&s->loop);
     return s;
 }
 
@@ -186,7 +190,10 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
 
     /* completions taken by a select that an exception cut short */
     long resumed = dispatch(l);
-    if (l->closed) return LONG2NUM(resumed);
+    if (l->closed) {
+        farce_loop_finish_release(l); /* close from another thread */
+        return LONG2NUM(resumed);
+    }
     if (run_ready(s) || resumed) block_ns = 0;
     if (l->closed) return LONG2NUM(resumed);
     if (!l->handle) {
@@ -203,6 +210,7 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         resumed += dispatch(l);
         if (l->closed || n < FARCE_BATCH) break;
     }
+    if (l->closed) farce_loop_finish_release(l);
     return LONG2NUM(resumed);
 }
 
@@ -233,7 +241,8 @@ static VALUE sel_backend(VALUE self)
 /* call-seq: stats -> Hash (the core's counters; starts the core) */
 static VALUE sel_stats(VALUE self)
 {
-    farce_selector *s = get_sel(self);
+    farce_selector *s = sel_of(self); /* from any thread */
+    farce_loop_check_usable(&s->loop);
     farce_loop_start(&s->loop, NULL);
     return farce_loop_stats(&s->loop);
 }
@@ -247,7 +256,7 @@ static VALUE sel_close(VALUE self)
 {
     farce_selector *s = sel_of(self);
     if (s->loop.handle && !farce_loop_inert(&s->loop)) farce_stack_guard();
-    farce_loop_release(&s->loop);
+    if (!farce_loop_release(&s->loop)) return Qnil; /* handed to the loop's thread */
     s->loop_fiber = Qnil;
     s->head = s->tail = 0;
     return Qnil;

@@ -17,6 +17,9 @@
 #define _GNU_SOURCE 1
 #endif
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <ruby.h>
 #include <ruby/io.h>
@@ -30,10 +33,67 @@ static ID id_locked_p;
 void farce_io_transfer_init(void) { id_locked_p = rb_intern("locked?"); }
 
 /* Whether reads and writes on f go through completion operations: the core
- * performs them (io_uring) and f is a non-blocking socket or pipe. */
+ * performs them (io_uring), f is a non-blocking socket or pipe, and the
+ * calling fiber can park until the completion is reaped (a blocking fiber
+ * waits for readiness with the thread instead: issue 13 item 3). */
 static inline int use_ops(const farce_loop *l, const farce_fd_ent *f)
 {
-    return l->ops && f->stream && f->pollable && !f->blocking;
+    return l->ops && f->stream && f->pollable && !f->blocking && farce_loop_can_park(l);
+}
+
+struct parked_op {
+    farce_loop *l;
+    uint64_t token;
+    VALUE buffer;
+    int64_t result;
+    int unlock; /* we locked the buffer, so we unlock it */
+};
+
+static VALUE park_op_body(VALUE arg)
+{
+    struct parked_op *p = (struct parked_op *)arg;
+    p->result = farce_loop_park_op(p->l, p->token, p->buffer);
+    return Qnil;
+}
+
+static VALUE park_op_unlock(VALUE arg)
+{
+    struct parked_op *p = (struct parked_op *)arg;
+    if (p->unlock) rb_io_buffer_unlock(p->buffer);
+    return Qnil;
+}
+
+#ifdef RWF_NOWAIT
+static int nowait_pipes = 1; /* preadv2/pwritev2 take RWF_NOWAIT for pipes (Linux 5.x); cleared on EOPNOTSUPP */
+#endif
+
+/* One stream read or write that never blocks the thread, whatever
+ * O_NONBLOCK says by now (issue 13 item 10): f->blocking was cached when
+ * the IO was first seen, and `io.nonblock = false` may have changed it
+ * since. No extra system call for sockets (MSG_DONTWAIT) and pipes
+ * (RWF_NOWAIT); anything else (a tty) has its flags read again first, and
+ * a descriptor found blocking is waited on before every call from then on.
+ * Returns what read/write would, EAGAIN included. */
+static ssize_t stream_nowait(farce_fd_ent *f, int fd, int reading, void *at, size_t room)
+{
+    if (f->socket) return reading ? recv(fd, at, room, MSG_DONTWAIT) : send(fd, at, room, MSG_DONTWAIT);
+#ifdef RWF_NOWAIT
+    if (f->stream && nowait_pipes) {
+        struct iovec v = {at, room};
+        ssize_t n = reading ? preadv2(fd, &v, 1, -1, RWF_NOWAIT) : pwritev2(fd, &v, 1, -1, RWF_NOWAIT);
+        if (n >= 0 || errno != EOPNOTSUPP) return n;
+        nowait_pipes = 0; /* an older kernel: flags, below */
+    }
+#endif
+    if (!f->blocking) {
+        int flags = fcntl(fd, F_GETFL);
+        if (flags >= 0 && !(flags & O_NONBLOCK)) {
+            f->blocking = 1;
+            errno = EAGAIN; /* the caller waits for readiness, then calls again */
+            return -1;
+        }
+    }
+    return reading ? read(fd, at, room) : write(fd, at, room);
 }
 
 /* Runs one completion operation on len bytes at ptr, memory owned by
@@ -51,16 +111,22 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     int locked = RTEST(rb_funcall(buffer, id_locked_p, 0));
     if (!locked) rb_io_buffer_lock(buffer);
     int op = direction == FARCE_READ ? FARCE_OP_READ : FARCE_OP_WRITE;
-    int64_t r = farce_core.submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
+    int64_t r = l->core->submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
     if (r < 0) {
         if (!locked) rb_io_buffer_unlock(buffer);
         farce_loop_raise(l, r, direction == FARCE_READ ? "read" : "write");
     }
     l->ops_submitted++;
+    l->ops_in_flight++;
     /* a pending exception must not reach this fiber between submission
-     * and park_op: park_op is the only place that handles it */
-    int64_t result = farce_loop_park_op(l, token, buffer);
-    if (!locked) rb_io_buffer_unlock(buffer);
+     * and park_op: park_op is the only place that handles it. park_op
+     * returns or raises only once the completion was reaped (the kernel is
+     * done with the memory), so the unlock in the ensure is never early, and
+     * it runs on every exit: a Timeout or Thread#raise re-raised by park_op
+     * must not leave the buffer locked (issue 13 item 2). */
+    struct parked_op p = {l, token, buffer, 0, !locked};
+    rb_ensure(park_op_body, (VALUE)&p, park_op_unlock, (VALUE)&p);
+    int64_t result = p.result;
     /* Only the core cancels an operation park_op did not: the descriptor
      * was closed (close scan, io_close) or its number changed hands. An
      * operation holds the open file, so one that finished otherwise after
@@ -131,8 +197,9 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
         }
         waited = 0;
         off_t pos = from + (off_t)total;
-        ssize_t n = reading ? (positional ? pread(fd, at, room, pos) : read(fd, at, room))
-                            : (positional ? pwrite(fd, at, room, pos) : write(fd, at, room));
+        ssize_t n = positional ? (reading ? pread(fd, at, room, pos) : pwrite(fd, at, room, pos))
+                               : f->pollable ? stream_nowait(f, fd, reading, at, room)
+                                             : (reading ? read(fd, at, room) : write(fd, at, room));
         if (n > 0 || (n == 0 && !reading)) {
             total += (size_t)n;
             if (reading && !positional) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "loop_core.h"
+#include "op_pins.h"
 #include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
 
 static int64_t farce_monotonic_ns(void)
@@ -19,7 +20,7 @@ static int64_t farce_monotonic_ns(void)
 
 void farce_loop_raise(const farce_loop *l, int64_t code, const char *what)
 {
-    farce_raise_core_error(l->handle, code, what, l->backend);
+    farce_raise_core_error(l->core, l->handle, code, what, l->backend);
 }
 
 int64_t farce_timeout_ns(VALUE timeout)
@@ -30,31 +31,6 @@ int64_t farce_timeout_ns(VALUE timeout)
     if (d < 0) rb_raise(rb_eArgError, "timeout must not be negative (got %f)", d);
     if (d > 9.0e9) return -1; /* centuries: as good as forever, and no overflow */
     return (int64_t)(d * 1e9);
-}
-
-/* ---- handles collected without close ------------------------------------------ */
-
-/* A GC free function may run on any fiber stack, where calling Go is not
- * allowed (rule 5), so handles of loops collected without close wait here
- * until the next one starts. */
-static int64_t *orphans;
-static long norphans, orphans_cap;
-
-void farce_core_release_later(int64_t handle)
-{
-    if (norphans == orphans_cap) {
-        long cap = orphans_cap ? orphans_cap * 2 : 8;
-        int64_t *n = realloc(orphans, cap * sizeof(*n));
-        if (!n) return; /* out of memory in a free function: leak the handle */
-        orphans = n;
-        orphans_cap = cap;
-    }
-    orphans[norphans++] = handle;
-}
-
-static void release_orphans(void)
-{
-    while (norphans > 0) farce_core.close(orphans[--norphans]);
 }
 
 VALUE farce_backend_names(void)
@@ -75,6 +51,7 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
     l->front = front;
     l->owner = owner;
     l->wake_fd = -1;
+    l->core = l->fds.core = &farce_core; /* until start: "no core" in a child, so every call fails safely */
     l->fork_generation = farce_fork_generation;
     l->thread = rb_thread_current();
     l->backend = l->fallback_reason = Qnil;
@@ -87,7 +64,8 @@ void farce_loop_start(farce_loop *l, const char *backend)
     if (l->closed) farce_loop_check_usable(l);
     farce_stack_guard();
     farce_core_load();
-    release_orphans();
+    l->core = l->fds.core = farce_core_current();
+    farce_release_orphans();
     VALUE from_environment = Qnil;
     if (!backend) {
         /* FARCE_BACKEND is read in one place, Farce.backend_from_environment
@@ -99,7 +77,7 @@ void farce_loop_start(farce_loop *l, const char *backend)
     }
     char name[64] = "", reason[512] = "";
     int wake_fd = -1;
-    int64_t h = farce_core.new_(backend, name, sizeof(name), reason, sizeof(reason), &wake_fd);
+    int64_t h = l->core->new_(backend, name, sizeof(name), reason, sizeof(reason), &wake_fd);
     if (h == -FARCE_E_ARGUMENT) {
         VALUE names = farce_backend_names(), list = rb_str_new_cstr("");
         for (long i = 0; i < RARRAY_LEN(names); i++) {
@@ -112,20 +90,60 @@ void farce_loop_start(farce_loop *l, const char *backend)
     l->wake_fd = wake_fd;
     l->backend = ID2SYM(rb_intern(name));
     l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
-    l->ops = farce_core.ops_supported && farce_core.ops_supported(h) == 1;
+    l->ops = l->core->ops_supported && l->core->ops_supported(h) == 1;
+    if (l->ops) farce_op_loop_register(l);
     RB_GC_GUARD(from_environment); /* backend points into it until here */
 }
 
-void farce_loop_release(farce_loop *l)
+int farce_loop_release(farce_loop *l)
 {
-    if (l->handle && !farce_loop_inert(l)) farce_core.close(l->handle);
+    if (l->handle && !farce_loop_inert(l)) {
+        int foreign = rb_thread_current() != l->thread;
+        if (foreign && (l->running || l->in_kernel_wait || l->ops_in_flight > 0)) {
+            /* Another thread: only the loop's thread can reap its ring, and
+             * its poll may be running. Hand the release over (issue 13
+             * item 5): closed for every hook from now on, released by the
+             * loop when it wakes (farce_loop_finish_release). */
+            l->closed = l->release_pending = 1;
+            farce_write_wake(&l->wake_fd);
+            return 0;
+        }
+        if (!foreign && !farce_loop_drain_ops(l, 1)) {
+            l->closed = l->release_pending = 1; /* the kernel still holds memory: keep every pin */
+            return 0;
+        }
+        l->core->close(l->handle);
+    }
     l->handle = 0;
+    l->release_pending = 0;
+    l->ops_in_flight = 0;
     l->closed = 1;
     if (l->waits) memset(l->waits, 0, l->nwaits * sizeof(farce_wait));
     farce_fd_table_clear(&l->fds);
     st_clear(l->blocked);
     l->batch_pos = l->batch_len = 0;
     l->parked = l->fd_parked = 0;
+    return 1;
+}
+
+void farce_loop_finish_release(farce_loop *l)
+{
+    if (l->release_pending && rb_thread_current() == l->thread) farce_loop_release(l);
+}
+
+void farce_loop_claim_or_raise(farce_loop *l)
+{
+    ID hook = rb_frame_this_func(); /* the hook the caller is in, for the message */
+    VALUE current = rb_thread_current();
+    if (l->parked == 0 && l->ops_in_flight == 0 && !l->running && !l->in_kernel_wait) {
+        l->thread = current;
+        return;
+    }
+    rb_raise(farce_eError, "%s#%s called from %"PRIsVALUE", but this %s belongs to %"PRIsVALUE" (%ld fibers "
+             "wait in it there): a scheduler serves only the thread that runs it. Create one per thread "
+             "(Fiber.set_scheduler(Farce::Scheduler.new) inside each), and pass work between threads with a "
+             "Thread::Queue; only unblock, fiber_interrupt, stats and io_close may be called from anywhere",
+             l->front->name, hook ? rb_id2name(hook) : "hook", rb_inspect(current), l->front->name, rb_inspect(l->thread), l->parked);
 }
 
 void farce_loop_raise_unusable(const farce_loop *l)
@@ -153,7 +171,7 @@ void farce_loop_mark(farce_loop *l)
 
 void farce_loop_free(farce_loop *l)
 {
-    if (l->handle && !farce_loop_inert(l)) farce_core_release_later(l->handle);
+    farce_loop_orphan(l); /* the handle, and the wait table if operations are in flight */
     if (l->blocked) st_free_table(l->blocked);
     xfree(l->waits);
     farce_fd_table_free(&l->fds);
@@ -167,6 +185,7 @@ size_t farce_loop_memsize(const farce_loop *l)
 /* ---- the loop ------------------------------------------------------------------- */
 
 struct blocking_poll {
+    const struct farce_core_api *core;
     int64_t handle;
     int64_t block_ns;
     farce_completion *out;
@@ -177,7 +196,7 @@ struct blocking_poll {
 static void *poll_body(void *p)
 {
     struct blocking_poll *a = p;
-    a->result = farce_core.poll(a->handle, a->block_ns, a->out, a->capacity);
+    a->result = a->core->poll(a->handle, a->block_ns, a->out, a->capacity);
     return NULL;
 }
 
@@ -197,18 +216,18 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
 {
     scan_closed(l);
     l->batch_pos = l->batch_len = 0;
-    int64_t n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
+    int64_t n = l->core->poll(l->handle, 0, l->batch, FARCE_BATCH);
     if (n == 0 && block_ns == 0) {
         /* The io_uring driver defers submissions from a zero-timeout poll
          * that finds nothing to the blocking poll it expects next, never
          * twice in a row (uring_linux.go). A zero-timeout select has no
          * next: the second call submits, so readiness armed in this very
          * call is seen (io-event's contract). */
-        n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
+        n = l->core->poll(l->handle, 0, l->batch, FARCE_BATCH);
     } else if (n == 0) {
         /* the close scan must get its turn while descriptor waits are parked */
         if (l->fd_parked && (block_ns < 0 || block_ns > FARCE_CLOSE_SCAN_NS)) block_ns = FARCE_CLOSE_SCAN_NS;
-        struct blocking_poll a = {l->handle, block_ns, l->batch, FARCE_BATCH, 0};
+        struct blocking_poll a = {l->core, l->handle, block_ns, l->batch, FARCE_BATCH, 0};
         int64_t t0 = farce_monotonic_ns();
         l->in_kernel_wait = 1;
         rb_nogvl(poll_body, &a, farce_write_wake, &l->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
@@ -239,6 +258,7 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
         *w = *e;
         memset(e, 0, sizeof(*e));
         *result = c.result;
+        if (w->kind == FARCE_WAIT_OP) l->ops_in_flight--;
         if (w->kind != FARCE_WAIT_ALARM) {
             l->parked--;
             if (w->kind == FARCE_WAIT_FD || w->kind == FARCE_WAIT_OP) l->fd_parked--;
@@ -249,6 +269,8 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
             st_data_t key = (st_data_t)w->fiber;
             st_delete(l->blocked, &key, NULL);
         }
+        /* cancelled because the loop stopped, not by a close: try again */
+        if (w->kind == FARCE_WAIT_OP && w->stopped && c.result == -ECANCELED) *result = -EAGAIN;
         return 1;
     }
     return 0;
@@ -270,7 +292,7 @@ VALUE farce_loop_stats(farce_loop *l)
 {
     int64_t v[FARCE_STAT_COUNT];
     farce_stack_guard();
-    int64_t r = farce_core.stats(l->handle, v, FARCE_STAT_COUNT);
+    int64_t r = l->core->stats(l->handle, v, FARCE_STAT_COUNT);
     if (r < 0) farce_loop_raise(l, r, "stats");
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("backend")), l->backend);

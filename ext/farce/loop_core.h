@@ -50,6 +50,7 @@ enum farce_wait_kind {
 typedef struct {
     uint32_t gen; /* generation of the token parked here; 0 when free */
     uint8_t kind; /* enum farce_wait_kind */
+    uint8_t stopped; /* FARCE_WAIT_OP cancelled because its loop stopped (op_pins.c): wait for readiness instead */
     VALUE fiber;
     VALUE extra;
 } farce_wait;
@@ -65,12 +66,22 @@ typedef struct {
     /* io-event's contract: a descriptor wait always suspends the fiber,
      * even when the descriptor is ready at once; the loop resumes it. */
     int suspend_when_ready;
+    /* Whether the current fiber can park (switch to the loop and be switched
+     * back): not a blocking fiber of the scheduler, not the selector's loop
+     * fiber. One that cannot (the root fiber calling a hook by hand) gets a
+     * blocking wait with the GVL released instead, as Ruby itself does
+     * without a scheduler (issue 13 item 3). Asked only before a wait. */
+    int (*can_park)(VALUE owner);
 } farce_front_end;
 
 struct farce_loop {
     const farce_front_end *front;
     VALUE owner;               /* the front end's Ruby object (not marked: it owns this) */
     int64_t handle;            /* Go core handle; 0 before start and after release */
+    /* The copy of the core the handle belongs to (farce_core_current() at
+     * start; the process-wide table before). Every call goes through it, so
+     * an object of one fork generation never calls another's copy. */
+    const struct farce_core_api *core;
     int closed;
     int wake_fd;
     uint64_t fork_generation;  /* farce_fork_generation at creation: inert when it differs */
@@ -91,8 +102,13 @@ struct farce_loop {
     int batch_pos, batch_len;
 
     volatile int in_kernel_wait; /* a wakeup from another thread must write wake_fd */
+    int running;                 /* the front end's loop runs (it owns the thread's attention) */
     double idle_duration;        /* seconds the last blocking poll slept in the kernel */
     long ops_submitted;          /* completion operations started (stats) */
+    long ops_in_flight;          /* of which not reaped yet: their memory is the kernel's */
+    int release_pending;         /* closed, but the release waits for the loop's thread (op_pins.c) */
+    int ops_registered;          /* on the keeper's list (op_pins.c) */
+    farce_loop *ops_next, *ops_prev;
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -103,8 +119,17 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner);
  * ArgumentError for a name the core does not offer, Farce::Error when it
  * cannot start. On a fiber stack: the stack check comes first. */
 void farce_loop_start(farce_loop *l, const char *backend);
-/* Frees the Go scheduler and forgets every wait without resuming it. */
-void farce_loop_release(farce_loop *l);
+/* Frees the Go scheduler and forgets every wait without resuming it, after
+ * the kernel completed every operation (op_pins.c). Returns 1 when done;
+ * 0 when the release was handed to the loop's thread (called from another
+ * thread while the loop runs or has operations in flight: the loop is
+ * woken and releases itself, see farce_loop_finish_release) or the kernel
+ * still holds memory (kept: a leak, never a free). The loop is closed for
+ * every hook either way. */
+int farce_loop_release(farce_loop *l);
+/* On the loop's thread, wherever the loop notices it was closed: completes
+ * a release handed over by another thread. */
+void farce_loop_finish_release(farce_loop *l);
 void farce_loop_mark(farce_loop *l);
 void farce_loop_free(farce_loop *l);
 size_t farce_loop_memsize(const farce_loop *l);
@@ -116,6 +141,20 @@ NORETURN(void farce_loop_raise_unusable(const farce_loop *l));
 static inline void farce_loop_check_usable(const farce_loop *l)
 {
     if (RB_UNLIKELY(farce_loop_inert(l) || l->closed)) farce_loop_raise_unusable(l);
+}
+
+/* Raises Farce::Error unless the calling thread owns the loop (issue 13
+ * item 5): the core's per-thread state (the poll driver's tables, the
+ * io_uring submission queue) is not synchronised, and a fiber parks only in
+ * its own thread's loop. A loop with nothing in flight (no parked fiber, no
+ * completion op, not running) moves to the calling thread instead: a
+ * scheduler made in one thread and set in another. Every hook but unblock,
+ * fiber_interrupt, stats, io_close and the release asks. (Inline: every
+ * hook asks.) */
+void farce_loop_claim_or_raise(farce_loop *l);
+static inline void farce_loop_check_thread(farce_loop *l)
+{
+    if (RB_UNLIKELY(rb_thread_current() != l->thread)) farce_loop_claim_or_raise(l);
 }
 
 /* ---- the loop -------------------------------------------------------------- */
@@ -153,6 +192,8 @@ VALUE farce_backend_names(void);
 
 /* ---- small helpers --------------------------------------------------------- */
 
+static inline int farce_loop_can_park(const farce_loop *l) { return l->front->can_park(l->owner); }
+
 /* Ruby timeout (nil or seconds) to nanoseconds; -1 means none. NaN and
  * negative durations raise ArgumentError, in every hook of both front ends. */
 int64_t farce_timeout_ns(VALUE timeout);
@@ -161,9 +202,5 @@ int64_t farce_timeout_ns(VALUE timeout);
  * input, SystemCallError for an errno, Farce::Error otherwise. */
 NORETURN(void farce_loop_raise(const farce_loop *l, int64_t code, const char *what));
 
-/* Handles of front ends collected without close, released at the next
- * start (a GC free function may run on any fiber stack, where calling Go
- * is not allowed). */
-void farce_core_release_later(int64_t handle);
 
 #endif

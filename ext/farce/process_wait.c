@@ -40,7 +40,7 @@ static VALUE pidfd_wait_body(VALUE p)
 static VALUE pidfd_wait_done(VALUE p)
 {
     struct pidfd_wait *w = (struct pidfd_wait *)p;
-    if (w->l->handle && !farce_loop_inert(w->l)) farce_core.forget_fd(w->l->handle, w->pidfd);
+    if (w->l->handle && !farce_loop_inert(w->l)) w->l->core->forget_fd(w->l->handle, w->pidfd);
     close(w->pidfd);
     return Qnil;
 }

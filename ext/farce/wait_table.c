@@ -40,11 +40,27 @@ void farce_loop_abandon(farce_loop *l, uint64_t token)
     }
     memset(e, 0, sizeof(*e));
     l->parked--;
-    if (l->handle && !farce_loop_inert(l)) farce_core.cancel(l->handle, token);
+    if (l->handle && !farce_loop_inert(l)) l->core->cancel(l->handle, token);
+}
+
+/* A fiber that cannot park must never reach the switch: the scheduler's
+ * yield would raise FiberError (or return to whoever resumed it), and a
+ * completion op would never be reaped. Callers that can wait otherwise
+ * (descriptor waits, sleep) do so before they get a token; anything else
+ * raises here, with the token given back. */
+static void refuse_unparkable(farce_loop *l, uint64_t token, const char *what)
+{
+    if (RB_LIKELY(farce_loop_can_park(l))) return;
+    if (l->handle && !farce_loop_inert(l)) l->core->cancel(l->handle, token);
+    rb_raise(farce_eError, "%s#%s called from a fiber that cannot wait in it (a blocking fiber, e.g. the thread's "
+             "root fiber, or the selector's loop fiber): call it from a fiber the scheduler runs "
+             "(Fiber.schedule / a task), or use the blocking call Ruby offers without a scheduler",
+             l->front->name, what);
 }
 
 int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
 {
+    refuse_unparkable(l, token, kind == FARCE_WAIT_FIBER && extra != Qundef ? "block" : "a wait");
     VALUE fiber = rb_fiber_current();
     farce_wait *e = farce_loop_wait_at(l, farce_token_slot(token));
     e->gen = farce_token_gen(token);
@@ -82,15 +98,31 @@ int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind
  *   released   - park_op returns or re-raises the held exception; only now
  *                may the caller's frame (and so the buffer) go away.
  * The fiber never leaves before "reaped"; a switch to it from anyone but the
- * loop parks it again. If the loop is released meanwhile, its core cancels
- * and reaps every operation before it releases the ring (URing.Close), and
- * this fiber is never resumed. */
+ * loop parks it again. If the loop is released meanwhile, the release
+ * drains every operation before it forgets the waits (op_pins.c), and this
+ * fiber is never resumed.
+ *
+ * The held jump need not be an exception: Fiber#kill (Ruby 3.3+) unwinds
+ * with TAG_FATAL and a non-exception errinfo that Ruby's fiber start
+ * checks, and $! cannot be assigned a non-exception. So errinfo is left as
+ * the jump set it (nothing here clears it) and rb_jump_tag replays it; an
+ * exception is re-raised by value, which survives later jumps. A later
+ * non-exception jump replaces a held one (only the latest one's errinfo is
+ * still in place). `throw` never reaches a parked fiber: it starts in the
+ * running fiber. */
+/* errinfo may be an internal object (a throw's) or a Fixnum (a kill's) */
+static int is_exception(VALUE v)
+{
+    return !RB_SPECIAL_CONST_P(v) && RB_BUILTIN_TYPE(v) == T_OBJECT && rb_obj_is_kind_of(v, rb_eException);
+}
+
 int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin)
 {
     VALUE fiber = rb_fiber_current();
     farce_wait *e = farce_loop_wait_at(l, farce_token_slot(token));
     e->gen = farce_token_gen(token);
     e->kind = FARCE_WAIT_OP;
+    e->stopped = 0;
     e->fiber = fiber;
     e->extra = pin;
     l->parked++;
@@ -105,40 +137,57 @@ int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin)
             /* reaped: dispatch cleared the entry and passed the result */
             RB_GC_GUARD(pin);
             if (held_state) {
-                if (rb_obj_is_kind_of(held, rb_eException)) rb_exc_raise(held);
+                if (is_exception(held)) rb_exc_raise(held);
                 rb_jump_tag(held_state);
             }
             return FIXNUM_P(result) ? FIX2LONG(result) : -EINTR;
         }
         if (state) {
-            if (!held_state) {
+            if (!held_state || !is_exception(held)) {
                 held_state = state;
                 held = rb_errinfo();
             }
-            rb_set_errinfo(Qnil);
-            if (l->handle && !farce_loop_inert(l)) farce_core.cancel_op(l->handle, token);
+            if (l->handle && !farce_loop_inert(l)) l->core->cancel_op(l->handle, token);
         }
         /* else: switched to by hand; the operation is still in flight */
     }
 }
 
+/* farce_loop_wait_fd for a fiber that cannot park: the thread waits in
+ * poll(2) with the GVL released and Ruby's interrupts honoured (Ruby's own
+ * rb_wait_for_single_fd: no scheduler is asked, since a blocking fiber has
+ * none), as the same call would without a scheduler. */
+static int64_t wait_fd_blocking(int fd, uint32_t events, int64_t timeout_ns)
+{
+    struct timeval tv, *tvp = NULL;
+    if (timeout_ns >= 0) {
+        tv.tv_sec = (time_t)(timeout_ns / 1000000000LL);
+        tv.tv_usec = (suseconds_t)((timeout_ns % 1000000000LL) / 1000);
+        tvp = &tv;
+    }
+    int r = rb_wait_for_single_fd(fd, (int)events, tvp);
+    if (r < 0) rb_sys_fail("wait on descriptor");
+    return r;
+}
+
 int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeout_ns, int known)
 {
     uint64_t token = 0;
+    if (RB_UNLIKELY(!farce_loop_can_park(l))) return wait_fd_blocking(fd, events, timeout_ns);
     farce_loop_start(l, NULL);
     farce_stack_guard();
-    int64_t r = farce_core.wait_fd(l->handle, fd, events, timeout_ns, known, &token);
+    int64_t r = l->core->wait_fd(l->handle, fd, events, timeout_ns, known, &token);
     if (r < 0) farce_loop_raise(l, r, "wait on descriptor");
     VALUE ready = Qundef;
     if (r > 0) {
         if (!l->front->suspend_when_ready) return r;
         /* park anyway, on a wait that finishes at the next poll, and
          * resume with these events from there (farce_loop_next) */
-        int64_t y = farce_core.yield(l->handle, &token);
+        int64_t y = l->core->yield(l->handle, &token);
         if (y < 0) farce_loop_raise(l, y, "wait on descriptor");
         ready = LONG2FIX((long)r);
     } else if (timeout_ns == 0) {
-        farce_core.cancel(l->handle, token);
+        l->core->cancel(l->handle, token);
         return 0;
     }
     int64_t result = farce_loop_park(l, token, FARCE_WAIT_FD, ready);

@@ -54,6 +54,12 @@ module Farce
       @waits = {}.compare_by_identity      # fiber -> its Wait
       @io_waits = {}.compare_by_identity   # IO -> [Wait]
       @inbox = Thread::Queue.new           # Waits other threads unblocked
+      # Fibers unblocked before their wait was registered: Queue and Mutex
+      # list a fiber as waiting before they call `block`, and another thread
+      # may run in between (these are Ruby methods). Its next unblockable
+      # park ends at once: a spurious wakeup (which they allow) instead of a
+      # lost one (a hang).
+      @early_unblocks = {}.compare_by_identity
       @interrupts = []                     # [fiber, exception] from fiber_interrupt
       @live_fibers = 0
       @parked = 0
@@ -135,6 +141,7 @@ module Farce
       end
       @ready.clear
       @waits.clear
+      @early_unblocks.clear
       @io_waits.clear
       @interrupts.clear
       @timers = Timers.new
@@ -155,8 +162,8 @@ module Farce
       duration = interval(timeout)
       raise IOError, "closed stream" if io.closed?
 
-      if duration == 0
-        got = ready_now(io, events)
+      if duration == 0 || Fiber.blocking? # a blocking fiber cannot park: the thread waits (issue 13 item 3)
+        got = ready_now(io, events, duration)
         return got.zero? ? false : got
       end
       wait = Wait.new(Fiber.current, io: io, events: events)
@@ -187,6 +194,10 @@ module Farce
       raise ArgumentError, "wrong number of arguments (given #{arguments.size}, expected 0..1)" if arguments.size > 1
 
       duration = arguments.empty? ? nil : interval(arguments[0])
+      if Fiber.blocking? # called by hand from a fiber that cannot park: the thread sleeps, as without a scheduler
+        duration ? sleep(duration) : sleep
+        return true
+      end
       wait = Wait.new(Fiber.current, unblockable: true)
       park(wait, duration)
       true
@@ -204,7 +215,13 @@ module Farce
       return nil if closed?
 
       wait = @waits[fiber]
-      return nil unless wait&.unblockable
+      unless wait&.unblockable
+        if wait.nil? && fiber.is_a?(Fiber) && fiber.alive?
+          @early_unblocks.delete_if { |f, _| !f.alive? } if @early_unblocks.size >= 1024 # fibers that finished
+          @early_unblocks[fiber] = true
+        end
+        return nil
+      end
 
       if Thread.current == @thread
         make_ready(wait, :woken)
@@ -430,9 +447,15 @@ module Farce
     # seconds before :timed_out (nil: none; 0: resumed at the next iteration,
     # as kernel_sleep(0) and yield are).
     def park(wait, duration = nil)
+      if Fiber.blocking? # rubocop:disable Style/GuardClause
+        raise Farce::Error, "Farce::Scheduler#block called from a fiber that cannot wait in it (a blocking fiber, " \
+                            "e.g. the thread's root fiber): call it from a fiber the scheduler runs (Fiber.schedule)"
+      end
       @waits[wait.fiber] = wait
       @parked += 1
-      if duration == 0
+      # after the registration: an unblock from now on finds the wait
+      early = wait.unblockable && !@early_unblocks.empty? && @early_unblocks.delete(wait.fiber)
+      if duration == 0 || early
         wait.state = :ready
         @ready << [wait, :woken]
       elsif duration
@@ -526,11 +549,11 @@ module Farce
       end
     end
 
-    def ready_now(io, events)
+    def ready_now(io, events, duration = 0)
       readers = (events & IO::READABLE) != 0 ? [io] : nil
       writers = (events & IO::WRITABLE) != 0 ? [io] : nil
       priority = (events & IO::PRIORITY) != 0 ? [io] : nil
-      ready = blocking { IO.select(readers, writers, priority, 0) }
+      ready = blocking { IO.select(readers, writers, priority, duration) }
       return 0 unless ready
 
       got = 0

@@ -74,6 +74,57 @@ class TestForkAsyncOnFarce < Minitest::Test
     skip ASYNC_FORK_MISSING if ASYNC_FORK_MISSING
   end
 
+  # Issue 13 item 8: a child forked inside an Async task whose reactor
+  # waited on farce. Async (2.35+) drops the inherited scheduler in
+  # Process._fork, as for io-event's own selectors, so farce's inert selector
+  # is never called: the child does plain blocking I/O, and a reactor of its
+  # own (in a new thread: Sync in the forking task would reuse the parent's
+  # task, on every selector) runs on a fresh copy of farce's core.
+  FORK_IN_TASK = <<~'RUBY'
+    require "async"
+    require "farce/io_event"
+    $stdout.sync = true
+    selector_of = -> { Fiber.scheduler.instance_variable_get(:@selector).class }
+    Sync do |task|
+      r0, w0 = IO.pipe
+      task.async { sleep 0.01; w0.write("x") }
+      r0.read(1) # the reactor waited on farce: its Go runtime started
+      puts "parent core_loaded=#{Farce.core_loaded?} selector=#{selector_of.call}"
+      pid = fork do
+        out = ["scheduler=#{Fiber.scheduler.class}"]
+        sleep 0.01
+        r, w = IO.pipe
+        w.write("y")
+        out << "plain=#{r.read(1)}"
+        Thread.new do
+          Sync do |t|
+            t.async { sleep 0.02; w.write("z") }
+            out << "child_reactor=#{r.read(1)} selector=#{selector_of.call}"
+          end
+        end.join
+        puts out.join(" ")
+        exit!(0)
+      rescue Exception => e # rubocop:disable Lint/RescueException -- report whatever it is
+        puts "child raised #{e.class}: #{e.message}"
+        exit!(1)
+      end
+      puts "child status=#{Process.wait2(pid)[1].exitstatus}"
+    end
+  RUBY
+
+  def test_a_child_forked_inside_a_task_does_plain_io_and_runs_a_reactor_of_its_own
+    skip ASYNC_FORK_MISSING if ASYNC_FORK_MISSING
+    env = { "IO_EVENT_SELECTOR" => "Farce" }
+    cmd = [RbConfig.ruby, "-I#{File.expand_path('../../lib', __dir__)}", "-e", FORK_IN_TASK]
+    out = IO.popen(env, cmd, err: %i[child out], pgroup: true) do |io|
+      watchdog = Thread.new { sleep 60; Process.kill(:KILL, -io.pid) }
+      io.read.tap { watchdog.kill }
+    end
+    assert_match(/parent core_loaded=true selector=Farce::IOEventSelector/, out)
+    assert_match(/scheduler=NilClass plain=y child_reactor=z selector=Farce::IOEventSelector/, out)
+    assert_match(/child status=0/, out)
+  end
+
   def test_workers_of_a_master_whose_reactor_waited_on_farce_serve_under_load
     env = { "IO_EVENT_SELECTOR" => "Farce" }
     cmd = [RbConfig.ruby, "-I#{File.expand_path('../../lib', __dir__)}", "-e", MASTER, APP, WORKERS.to_s]

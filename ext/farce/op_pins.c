@@ -1,0 +1,217 @@
+/*
+ * Memory the kernel owns: completion operations (io_uring) and what keeps
+ * their buffers alive until the kernel is done (issue 13 item 4); and the
+ * handles of loops collected without close. See op_pins.h.
+ *
+ * The rule: no pin (the fiber parked on an operation, whose stack holds
+ * the string or IO an IO::Buffer may point into, and the buffer itself) is
+ * released before the core said that the operation's completion was
+ * reaped. Three ways a pin could go early, and what stops each:
+ *
+ *  - close/abandon: the release drains first (farce_drain_ops, GVL
+ *    released, 50 ms per call, interrupts run between calls) and only then
+ *    forgets the waits and closes the core. A release from another thread
+ *    cannot drain (only the ring's thread can reap it), so it is handed to
+ *    the loop's thread (woken); until that thread releases, the pins stay.
+ *  - GC: a loop's own mark function is not enough, since the loop, its
+ *    fibers and their buffers become garbage together and are swept in one
+ *    GC. So every loop that can perform operations is on a list that a
+ *    permanent "keeper" object marks: the pins of its operations in flight
+ *    are reachable from a root for as long as they are in flight. A parked
+ *    fiber usually references its scheduler (its stack holds it), so such a
+ *    scheduler is not collected either: a scheduler dropped with
+ *    operations in flight is a leak, never a free. Should it be collected
+ *    anyway, its free function moves the wait table to the orphan list,
+ *    where the keeper still marks it, and the next loop start drains it (on
+ *    its thread) before anything is released.
+ *  - a loop that stops with operations in flight (run raised): nobody
+ *    reaps them until the next run, and the scheduler may be dropped. Its
+ *    operations are drained at once (farce_loop_stop_ops); a fiber whose
+ *    read was cancelled that way waits for readiness instead when it runs
+ *    again, so no byte is consumed by a read nobody will see.
+ *
+ * The free function calls no Go (it may run on any fiber stack, in the
+ * middle of a GC): orphans are released at the next start.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "op_pins.h"
+#include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
+
+#define DRAIN_SLICE_NS 50000000LL       /* one farce_drain_ops call: interrupts run between */
+#define DRAIN_LIMIT_NS 10000000000LL    /* give up (keep the pins) after this long */
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- draining -------------------------------------------------------------- */
+
+struct drain_call {
+    const struct farce_core_api *core;
+    int64_t handle;
+    int64_t result;
+};
+
+static void *drain_body(void *p)
+{
+    struct drain_call *a = p;
+    a->result = a->core->drain_ops(a->handle, DRAIN_SLICE_NS);
+    return NULL;
+}
+
+/* Cancels every operation of handle and waits, GVL released, until the
+ * kernel completed them all. Returns 0 when none is left (their memory may
+ * be released), else a positive count or a negative code (-FARCE_E_THREAD:
+ * another thread runs the ring): keep the pins. check_ints: run Ruby's
+ * interrupts between calls (they may raise; nothing is released then). */
+static int64_t drain(const struct farce_core_api *core, int64_t handle, int *wake_fd, int check_ints)
+{
+    if (!core->drain_ops) return 0; /* a core without operations */
+    int64_t deadline = monotonic_ns() + DRAIN_LIMIT_NS;
+    for (;;) {
+        struct drain_call a = {core, handle, 0};
+        rb_nogvl(drain_body, &a, wake_fd ? farce_write_wake : NULL, wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
+        if (a.result == 0 || a.result == -FARCE_E_HANDLE) return 0;
+        if (a.result < 0 && a.result != -EINTR) return a.result;
+        if (monotonic_ns() > deadline) return a.result;
+        if (check_ints) rb_thread_check_ints();
+    }
+}
+
+int farce_loop_drain_ops(farce_loop *l, int check_ints)
+{
+    if (!l->ops || !l->handle || farce_loop_inert(l)) return 1;
+    return drain(l->core, l->handle, &l->wake_fd, check_ints) == 0;
+}
+
+void farce_loop_stop_ops(farce_loop *l)
+{
+    if (!l->ops_in_flight || !l->handle || farce_loop_inert(l) || rb_thread_current() != l->thread) return;
+    for (uint32_t i = 0; i < l->nwaits; i++) {
+        if (l->waits[i].gen && l->waits[i].kind == FARCE_WAIT_OP) l->waits[i].stopped = 1;
+    }
+    farce_loop_drain_ops(l, 0); /* what is left stays pinned, by the keeper */
+}
+
+/* ---- the keeper ------------------------------------------------------------ */
+
+struct orphan {
+    const struct farce_core_api *core; /* the copy its handle belongs to */
+    int64_t handle;
+    uint64_t generation;               /* farce_fork_generation it was created in */
+    int wake_fd;
+    farce_wait *waits;                 /* NULL, or the table whose operations are in flight */
+    uint32_t nwaits;
+};
+
+static farce_loop *op_loops;     /* loops that can perform operations (doubly linked) */
+static struct orphan *orphans;   /* loops collected without close */
+static long norphans, orphans_cap;
+static VALUE keeper;
+
+static void mark_op_pins(const farce_wait *waits, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (waits[i].gen && waits[i].kind == FARCE_WAIT_OP) {
+            rb_gc_mark(waits[i].fiber);
+            rb_gc_mark(waits[i].extra);
+        }
+    }
+}
+
+static void keeper_mark(void *p)
+{
+    for (farce_loop *l = op_loops; l; l = l->ops_next) {
+        if (l->ops_in_flight > 0) mark_op_pins(l->waits, l->nwaits);
+    }
+    for (long i = 0; i < norphans; i++) {
+        if (orphans[i].waits) mark_op_pins(orphans[i].waits, orphans[i].nwaits);
+    }
+}
+
+static const rb_data_type_t keeper_type = {"farce/operation pins", {keeper_mark, NULL, NULL}, 0, 0, 0};
+
+void farce_op_loop_register(farce_loop *l)
+{
+    if (l->ops_registered) return;
+    if (!keeper) {
+        rb_global_variable(&keeper);
+        keeper = TypedData_Wrap_Struct(0, &keeper_type, NULL);
+    }
+    l->ops_prev = NULL;
+    l->ops_next = op_loops;
+    if (op_loops) op_loops->ops_prev = l;
+    op_loops = l;
+    l->ops_registered = 1;
+}
+
+void farce_op_loop_unregister(farce_loop *l)
+{
+    if (!l->ops_registered) return;
+    if (l->ops_prev) l->ops_prev->ops_next = l->ops_next;
+    else op_loops = l->ops_next;
+    if (l->ops_next) l->ops_next->ops_prev = l->ops_prev;
+    l->ops_next = l->ops_prev = NULL;
+    l->ops_registered = 0;
+}
+
+/* ---- loops collected without close ------------------------------------------ */
+
+void farce_loop_orphan(farce_loop *l)
+{
+    farce_op_loop_unregister(l);
+    if (!l->handle || farce_loop_inert(l)) return;
+    if (norphans == orphans_cap) {
+        long cap = orphans_cap ? orphans_cap * 2 : 8;
+        struct orphan *n = realloc(orphans, cap * sizeof(*n));
+        if (!n) {
+            /* out of memory in a free function: leak the handle, and the
+             * table if the kernel still uses its buffers (never a free) */
+            if (l->ops_in_flight > 0) l->waits = NULL;
+            return;
+        }
+        orphans = n;
+        orphans_cap = cap;
+    }
+    struct orphan *o = &orphans[norphans++];
+    o->core = l->core;
+    o->handle = l->handle;
+    o->generation = l->fork_generation;
+    o->wake_fd = l->wake_fd;
+    o->waits = NULL;
+    o->nwaits = 0;
+    if (l->ops_in_flight > 0) { /* the table goes with it: the keeper marks its pins */
+        o->waits = l->waits;
+        o->nwaits = l->nwaits;
+        l->waits = NULL;
+        l->nwaits = 0;
+    }
+    l->handle = 0;
+}
+
+void farce_release_orphans(void)
+{
+    long kept = 0;
+    for (long i = 0; i < norphans; i++) {
+        struct orphan o = orphans[i];
+        if (o.generation != farce_fork_generation) {
+            /* inherited through fork: its core is the parent's, never called
+             * here; the kernel fills the parent's buffers, not ours */
+            xfree(o.waits);
+            continue;
+        }
+        if (o.waits && drain(o.core, o.handle, &o.wake_fd, 0) != 0) {
+            orphans[kept++] = o; /* another thread's ring: keep the pins */
+            continue;
+        }
+        o.core->close(o.handle);
+        xfree(o.waits);
+    }
+    norphans = kept;
+}
