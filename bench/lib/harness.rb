@@ -38,7 +38,7 @@ module Bench
     attr_reader :contender, :kind, :backend
 
     def initialize(contender)
-      @contender = contender.sub(/@.*\z/, "") # "farce-epoll@3.3" runs under sid's Ruby; same code
+      @contender = contender.sub(/[@+].*\z/, "") # "farce-epoll@3.3" runs under sid's Ruby; same code
       case @contender
       when "farce", /\Afarce-/
         @kind = :farce
