@@ -354,6 +354,7 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	if out == nil || capacity <= 0 {
 		return -C.FARCE_E_ARGUMENT
 	}
+	defer refreshSchedTick() // after c.mu is released (deferred calls run last-in first-out)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.s.Closed() {
