@@ -125,7 +125,8 @@ module Bench
 
     # The same-Ruby headline first (farce and Async on 3.3, then 3.4), then the
     # extra rows: farce on the host's Ruby, io_uring, the pure-Ruby core,
-    # GOMAXPROCS=2 (the core's default is 1), threads.
+    # the Go runtime's settings against their alternatives (GOMAXPROCS=1, no
+    # scheduler tick), threads.
     def discover_contenders
       if ENV["BENCH_CONTENDERS"]
         return ENV["BENCH_CONTENDERS"].split(",").map(&:strip).reject(&:empty?)
@@ -158,7 +159,9 @@ module Bench
       list << "farce-epoll@#{RUBY_ABI}" if backends.include?("epoll")
       main = rubies.first || RUBY_ABI
       list << "farce-io_uring@#{main}" if backends.include?("io_uring")
-      list << "farce-epoll+GOMAXPROCS=2@#{main}" if backends.include?("epoll")
+      # the Go runtime settings against their alternatives (ext/farce/core/runtime_settings.go, sched_tick.go)
+      list << "farce-epoll+GOMAXPROCS=1@#{main}" if backends.include?("epoll")
+      list << "farce-epoll+FARCE_SCHED_TICK=0@#{main}" if backends.include?("epoll")
       list << "farce-ruby@#{main}" unless backends.empty?
       list << "threads@#{main}"
     end
