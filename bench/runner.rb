@@ -12,6 +12,7 @@
 #                        +VAR=VALUE sets an environment variable (farce-epoll+GOMAXPROCS=2@3.3).
 #                        Async on Ruby X is the reference of every contender on Ruby X.
 #   BENCH_REFERENCES=0   skip the reference rows (C epoll ping-pong, Ruby floor)
+#   BENCH_EXTRA=1        also io_uring, poll, GOMAXPROCS=1, the pure-Ruby core and threads
 #   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, pp100, http64, http1000, scale0,
 #                        scale10k, timers, queue, xthread, memfiber, memio)
 #   BENCH_SID_RUN=path   chroot runner (default .ci/sid-run; .ci/sid-setup makes the chroot)
@@ -124,9 +125,8 @@ module Bench
     end
 
     # The same-Ruby headline first (farce and Async on 3.3, then 3.4), then the
-    # extra rows: farce on the host's Ruby, io_uring, the pure-Ruby core,
-    # the Go runtime's settings against their alternatives (GOMAXPROCS=1, no
-    # scheduler tick), threads.
+    # extra rows: farce on the host's Ruby, farce without its Go scheduler
+    # tick; with BENCH_EXTRA=1 more (they add ~10 minutes to a full run).
     def discover_contenders
       if ENV["BENCH_CONTENDERS"]
         return ENV["BENCH_CONTENDERS"].split(",").map(&:strip).reject(&:empty?)
@@ -158,12 +158,17 @@ module Bench
       end
       list << "farce-epoll@#{RUBY_ABI}" if backends.include?("epoll")
       main = rubies.first || RUBY_ABI
-      list << "farce-io_uring@#{main}" if backends.include?("io_uring")
-      # the Go runtime settings against their alternatives (ext/farce/core/runtime_settings.go, sched_tick.go)
-      list << "farce-epoll+GOMAXPROCS=1@#{main}" if backends.include?("epoll")
+      # farce before its Go scheduler tick (ext/farce/core/sched_tick.go), in the same run
       list << "farce-epoll+FARCE_SCHED_TICK=0@#{main}" if backends.include?("epoll")
-      list << "farce-ruby@#{main}" unless backends.empty?
-      list << "threads@#{main}"
+      # BENCH_EXTRA=1: the other backends, GOMAXPROCS=1, the pure-Ruby core, threads
+      if ENV["BENCH_EXTRA"] == "1"
+        list << "farce-io_uring@#{main}" if backends.include?("io_uring")
+        list << "farce-poll@#{main}" if backends.include?("poll")
+        list << "farce-epoll+GOMAXPROCS=1@#{main}" if backends.include?("epoll")
+        list << "farce-ruby@#{main}" unless backends.empty?
+        list << "threads@#{main}"
+      end
+      list
     end
 
     # The reference programs of the ping-pong cases: the C epoll program
@@ -512,6 +517,10 @@ module Bench
                   b = r.dig("scale0", "round_trips_per_second")
                   a && b&.positive? ? (a.to_f / b).round(3) : nil
                 }),
+        Row.new(id: "scale10kgc", label: "10,000 idle: minor GCs per 1,000 round trips", unit: "ratio", better: :lower,
+                value: ->(r) { r.dig("scale10k", "gc_minor_per_1k_trips") }),
+        Row.new(id: "scale10kgcms", label: "10,000 idle: ms per GC (where the Ruby keeps GC time)", unit: "ms",
+                better: :lower, value: ->(r) { r.dig("scale10k", "gc_ms_per_gc") }),
         Row.new(id: "timers", label: "timers, random 1–1000 ms sleeps", unit: "timers/CPU-s", better: :higher, plot: true,
                 value: ->(r) { r.dig("timers", "timers_per_cpu_second") }),
         Row.new(id: "timersp99", label: "timer lateness p99", unit: "ms", better: :lower,
