@@ -836,8 +836,8 @@ module Bench
         time), ~2 µs per fiber parked in `read`. farce allocates nothing per round trip; Ruby does
         (the result strings and an `IO::Buffer` per `read`/`write` hook call, 8 objects per round
         trip). Ruby 3.3 puts those buffers in its 80-byte size pool, which holds the idle
-        connections' buffers and strings and which 3.3 does not grow, so it collects more
-        often as 3.1 and 3.4 do (7–9 times) (`RUBY_GC_HEAP_1_INIT_SLOTS=60000` brings farce on 3.3 from 0.26
+        connections' buffers and strings and which 3.3 does not grow, so it collects 7–9 times as
+        often as 3.1 and 3.4 do (`RUBY_GC_HEAP_1_INIT_SLOTS=60000` brings farce on 3.3 from 0.26
         to ~0.75 of the 0-idle rate).
 
         The CPU rows split the HTTP server's CPU time over the wrk run by thread
