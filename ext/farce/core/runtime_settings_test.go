@@ -20,14 +20,15 @@ func TestSchedTickYieldsAtMostOncePerInterval(t *testing.T) {
 	if !schedTickOn {
 		t.Skip("FARCE_SCHED_TICK=0")
 	}
-	lastSchedTick.Store(nanotime() - 2*int64(schedTickEvery))
-	refreshSchedTick()
-	first := lastSchedTick.Load()
+	var tick schedTick
+	tick.last.Store(nanotime() - 2*int64(schedTickEvery))
+	tick.refresh()
+	first := tick.last.Load()
 	if nanotime()-first > int64(schedTickEvery) {
 		t.Fatal("an overdue tick did not record its time")
 	}
-	refreshSchedTick()
-	if lastSchedTick.Load() != first {
+	tick.refresh()
+	if tick.last.Load() != first {
 		t.Fatal("a second call within the interval yielded again")
 	}
 }

@@ -16,24 +16,27 @@ import (
 // slowly. Under steady load that repeated every 10 ms and cost ~5% of a CPU
 // in sysmon and in idle Ms it woke (bench/README.md, the Go threads' CPU
 // rows). Passing through the scheduler at most every schedTickEvery moves
-// the tick, so sysmon sees a goroutine that yields and stays asleep.
+// the tick, so sysmon sees a goroutine that yields and stays asleep. Each
+// core keeps its own clock: a core is polled by the one thread that runs
+// it, and every such thread's goroutine needs its tick moved.
 const schedTickEvery = 4 * time.Millisecond
 
-var lastSchedTick atomic.Int64 // monotonic ns of the last Gosched, any thread
+// schedTick is a core's time (monotonic ns) of its last pass through the scheduler.
+type schedTick struct{ last atomic.Int64 }
 
 // FARCE_SCHED_TICK=0 in the environment the process started with turns it
 // off: the benchmark's before/after comparison in one run.
 var schedTickOn = os.Getenv("FARCE_SCHED_TICK") != "0"
 
-// refreshSchedTick yields the P once schedTickEvery has passed. Called with
-// no lock held (the yield may run another thread's goroutine first).
-func refreshSchedTick() {
+// refresh yields the P once schedTickEvery has passed. Called with no lock
+// held (the yield may run another thread's goroutine first).
+func (t *schedTick) refresh() {
 	if !schedTickOn {
 		return
 	}
 	now := nanotime()
-	last := lastSchedTick.Load()
-	if now-last < int64(schedTickEvery) || !lastSchedTick.CompareAndSwap(last, now) {
+	last := t.last.Load()
+	if now-last < int64(schedTickEvery) || !t.last.CompareAndSwap(last, now) {
 		return
 	}
 	runtime.Gosched()
