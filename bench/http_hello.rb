@@ -6,7 +6,7 @@
 #
 #   ruby bench/http_hello.rb CONTENDER [port]      # port 0 (default): any free port
 #
-# Listens on 127.0.0.1 only, prints "READY <port>" on stdout, and exits as soon
+# Listens on 127.0.0.1 only, prints "READY <port> <ruby> <pid> <tids>" on stdout, and exits as soon
 # as its stdin reaches EOF (or after MAX_LIFETIME seconds), so a driver can
 # always stop it, even through sid-run.
 require "socket"
@@ -77,8 +77,12 @@ module Bench
         IO.select([$stdin], nil, nil, MAX_LIFETIME)
         exit!(0)
       end
+      # The threads that exist before the scheduler starts are Ruby's own; any
+      # thread that appears later is the Go runtime's (the runner splits the
+      # server's CPU by thread from /proc/PID/task with this list).
+      ruby_threads = Dir.children("/proc/self/task").join(",") rescue ""
       harness.run do
-        $stdout.puts "READY #{server.addr[1]} #{RUBY_VERSION}"
+        $stdout.puts "READY #{server.addr[1]} #{RUBY_VERSION} #{Process.pid} #{ruby_threads}"
         $stdout.flush
         loop do
           client = server.accept

@@ -80,6 +80,7 @@ module Bench
       rate = nil
       setup_s = nil
       parked = 0
+      gc0 = gc1 = nil
       harness.run do
         sockets.each do |socket|
           harness.spawn do
@@ -88,17 +89,19 @@ module Bench
           end
         end
         parked = sockets.size
+        gc0 = Bench.gc_snapshot
         start = Bench.now
         setup_s = start - setup_started
         finish = proc do
           rate = counter[0] / (Bench.now - start)
+          gc1 = Bench.gc_snapshot
           peer&.close_write # the helper exits; every idle connection sees EOF
         end
         pingpong_pair(harness, start + seconds, counter, 0, finish)
       end
       peer&.close
       { round_trips_per_second: rate.round, idle: parked, idle_wanted: wanted,
-        setup_s: (setup_s || 0).round(3), nofile: limit }
+        setup_s: (setup_s || 0).round(3), nofile: limit, **Bench.gc_per(gc0, gc1, counter[0]) }
     ensure
       sockets&.each { |s| s.close unless s.closed? }
     end

@@ -28,6 +28,30 @@ module Bench
     Process.getrlimit(:NOFILE)[0]
   end
 
+  # What the garbage collector did: counts, and its time where the Ruby
+  # keeps it (GC.stat[:time], 3.1 has none: the GC profiler's total then).
+  def self.gc_snapshot
+    stat = GC.stat
+    { minor: stat[:minor_gc_count], major: stat[:major_gc_count], objects: stat[:total_allocated_objects],
+      ms: stat[:time] || (GC::Profiler.enabled? ? GC::Profiler.total_time * 1000 : nil) }
+  end
+
+  # GC per round trip between two snapshots: minor GCs per 1,000, objects
+  # allocated, GC milliseconds per 1,000, and the mean minor GC's length.
+  def self.gc_per(before, after, trips)
+    return {} unless before && after && trips.positive?
+
+    per = ->(key, scale) { ((after[key] - before[key]).to_f * scale / trips).round(3) }
+    out = { gc_minor_per_1k_trips: per.call(:minor, 1000), gc_major_per_1k_trips: per.call(:major, 1000),
+            objects_per_trip: per.call(:objects, 1) }
+    if before[:ms] && after[:ms]
+      out[:gc_ms_per_1k_trips] = per.call(:ms, 1000)
+      gcs = after[:minor] + after[:major] - before[:minor] - before[:major]
+      out[:gc_ms_per_gc] = ((after[:ms] - before[:ms]).to_f / gcs).round(3) if gcs.positive?
+    end
+    out
+  end
+
   def self.percentile(sorted, q)
     return nil if sorted.empty?
 
@@ -38,7 +62,7 @@ module Bench
     attr_reader :contender, :kind, :backend
 
     def initialize(contender)
-      @contender = contender.sub(/@.*\z/, "") # "farce-epoll@3.3" runs under sid's Ruby; same code
+      @contender = contender.sub(/[@+].*\z/, "") # "farce-epoll@3.3" runs under sid's Ruby; same code
       case @contender
       when "farce", /\Afarce-/
         @kind = :farce

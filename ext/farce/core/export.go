@@ -40,6 +40,7 @@ type core struct {
 	polling bool
 	s       *sched.Scheduler
 	lastErr string
+	tick    schedTick // sched_tick.go: keeps sysmon from taking this thread's P
 }
 
 // errBusyPolling: a call that touches the driver arrived while the loop's
@@ -354,6 +355,7 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	if out == nil || capacity <= 0 {
 		return -C.FARCE_E_ARGUMENT
 	}
+	defer c.tick.refresh() // after c.mu is released (deferred calls run last-in first-out)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.s.Closed() {
