@@ -5,9 +5,9 @@ require_relative "ruby_core/timers"
 module Farce
   # farce's pure-Ruby core: the event loop a Farce::Scheduler uses when the
   # native (Go) core is not there (no Go at install, an unsupported OS, a
-  # failed build, a forked child whose parent had started Go) or when
+  # failed build, a forked child whose reload of the Go core was refused) or when
   # `backend: :ruby` asks for it. It keeps the native core's contract (see
-  # ext/farce/shim.c): the same hooks, results, stats keys and errors, with
+  # ext/farce/fiber_scheduler.c over the loop core): the same hooks, results, stats keys and errors, with
   # IO.select as the kernel wait.
   #
   # One RubyCore belongs to one scheduler; Hooks (ruby_core/hooks.rb) routes
