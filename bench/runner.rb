@@ -9,7 +9,7 @@
 #   BENCH_CONTENDERS=a,b restrict/override contenders (farce-epoll, farce-poll, async, threads,
 #                        farce-epoll@3.3 = farce under the sid chroot's Ruby 3.3)
 #   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, pp100, http64, http1000, scale0,
-#                        scale10k, timers, queue, xthread, memfiber, memio)
+#                        scale10k, timers, spawnburst, acceptburst, queue, xthread, memfiber, memio)
 #   BENCH_SID_RUN=path   chroot runner (default .ci/sid-run; .ci/sid-setup makes the chroot)
 #   BENCH_NO_README=1    keep bench/README.md and bench/plot.svg (write only bench/results/)
 require "json"
@@ -184,6 +184,10 @@ module Bench
                  args: ["queue", "seconds=#{d}"], expect_s: d + 1),
         Case.new(id: "xthread", title: "cross-thread wake-up", kind: :workload,
                  args: ["xthread", "seconds=#{d}"], expect_s: d + 1),
+        Case.new(id: "spawnburst", title: "spawn burst: 2,000 sleeps of 1-100 ms spawned at once", kind: :workload,
+                 args: ["spawn_burst", "count=2000", "max_ms=100"], expect_s: 3),
+        Case.new(id: "acceptburst", title: "accept burst: 1,500 connections in the backlog, 1 ms ticker",
+                 kind: :workload, args: ["accept_burst", "count=1500"], expect_s: 10),
         Case.new(id: "memfiber", title: "memory per parked task", kind: :workload,
                  args: ["memory", "count=#{q ? 3000 : 8000}", "what=fiber"], expect_s: 5),
         Case.new(id: "memio", title: "memory per task parked on a descriptor", kind: :workload,
@@ -361,6 +365,14 @@ module Bench
                 value: ->(r) { r.dig("timers", "timers_per_cpu_second") }),
         Row.new(id: "timersp99", label: "timer lateness p99", unit: "ms", better: :lower,
                 value: ->(r) { r.dig("timers", "lateness_p99_ms") }),
+        Row.new(id: "spawnp50", label: "spawn burst: timer lateness p50", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("spawnburst", "lateness_p50_ms") }),
+        Row.new(id: "spawnp99", label: "spawn burst: timer lateness p99", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("spawnburst", "lateness_p99_ms") }),
+        Row.new(id: "acceptgap", label: "accept burst: ticker's worst gap", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("acceptburst", "worst_gap_ms") }),
+        Row.new(id: "accepttotal", label: "accept burst: total time", unit: "ms", better: :lower,
+                value: ->(r) { (v = r.dig("acceptburst", "burst_s")) && (v * 1000).round(1) }),
         Row.new(id: "queue", label: "Queue hand-off", unit: "round trips/s", better: :higher, plot: true,
                 value: ->(r) { r.dig("queue", "round_trips_per_second") }),
         Row.new(id: "xthread", label: "cross-thread wake-up", unit: "round trips/s", better: :higher, plot: true,

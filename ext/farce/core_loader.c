@@ -244,6 +244,7 @@ static enum open_result open_core(struct core_copy *c, const char *file, struct 
     RESOLVE(stats, "farce_stats");
     RESOLVE(backends, "farce_backends");
     RESOLVE(probe, "farce_probe");
+    *(void **)&c->api.yield_last = dlsym(handle, "farce_yield_last");
     *(void **)&c->api.ops_supported = dlsym(handle, "farce_ops_supported");
     *(void **)&c->api.submit_op = dlsym(handle, "farce_submit_op");
     *(void **)&c->api.cancel_op = dlsym(handle, "farce_cancel_op");

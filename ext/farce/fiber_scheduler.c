@@ -54,7 +54,9 @@ static void dispatch(farce_loop *l)
     }
 }
 
-static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0};
+static void give_turn(farce_loop *l);
+
+static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0, give_turn};
 
 /* ---- GC -------------------------------------------------------------------- */
 
@@ -251,6 +253,55 @@ static VALUE sched_stats(VALUE self)
     return h;
 }
 
+/* Parks the current fiber on a wait that finishes at the next poll (behind
+ * that poll's timers and events when `last`). */
+static void yield_fiber(farce_sched *s, int last)
+{
+    uint64_t token = 0;
+    farce_stack_guard();
+    int64_t r = last && farce_core.yield_last ? farce_core.yield_last(s->loop.handle, &token)
+                                              : farce_core.yield(s->loop.handle, &token);
+    if (r < 0) farce_loop_raise(&s->loop, r, "yield");
+    farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qundef);
+}
+
+/* The running fiber held the loop past its turn budget (loop_core.c). A
+ * fiber of ours yields to the loop, which resumes it after one iteration.
+ * The thread's own fiber (spawning before `run`, or between runs) cannot
+ * yield: it runs one iteration itself, without waiting in the kernel, as
+ * `run` would. A blocking fiber while `run` runs gets nothing. */
+static void give_turn(farce_loop *l)
+{
+    farce_sched *s = (farce_sched *)l;
+    if (!NIL_P(rb_fiber_scheduler_current())) {
+        yield_fiber(s, 1);
+        return;
+    }
+    if (s->running) return;
+    if (!farce_loop_batch_pending(l)) {
+        if (s->inbox_len) drain_inbox(s);
+        farce_loop_poll(l, 0);
+    }
+    dispatch(l);
+}
+
+/* call-seq: __turn_check -> nil
+ * Fiber.schedule's turn check (Scheduler#fiber): the loop gets its turn
+ * before the new fiber starts when the caller held it past the budget. */
+static VALUE sched_turn_check(VALUE self)
+{
+    farce_sched *s = sched_of(self);
+    if (live(s)) farce_loop_turn_check(&s->loop); /* a closed scheduler raises in the fiber's hooks */
+    return Qnil;
+}
+
+/* call-seq: __turn_budget=(seconds or nil) */
+static VALUE sched_set_turn_budget(VALUE self, VALUE seconds)
+{
+    sched_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);
+    return seconds;
+}
+
 /* ---- hooks: waits ---------------------------------------------------------- */
 
 /* call-seq: io_wait(io, events, timeout) -> events or false */
@@ -264,6 +315,7 @@ static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
         rb_raise(rb_eArgError, "io_wait: invalid events %d for fd %d (use IO::READABLE, IO::PRIORITY, IO::WRITABLE)", ev, fd);
     }
     int64_t tmo = farce_timeout_ns(timeout);
+    farce_loop_turn_check(&s->loop);
     farce_fd_ent *f = farce_fd_table_entry(&s->loop.fds, s->loop.handle, s->loop.backend, io, fd);
     if (!f->pollable) return INT2NUM(ev);
     int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, tmo, FARCE_KNOWN_UNKNOWN);
@@ -391,12 +443,7 @@ static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
  * next loop iteration. Unlike kernel_sleep(0), `unblock` cannot end it. */
 static VALUE sched_yield(VALUE self)
 {
-    farce_sched *s = get_sched(self);
-    uint64_t token = 0;
-    farce_stack_guard();
-    int64_t r = farce_core.yield(s->loop.handle, &token);
-    if (r < 0) farce_loop_raise(&s->loop, r, "yield");
-    farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qundef);
+    yield_fiber(get_sched(self), 0);
     return Qnil;
 }
 
@@ -476,6 +523,8 @@ void farce_fiber_scheduler_init(VALUE mFarce)
     rb_define_private_method(cScheduler, "__cancel_alarm", sched_cancel_alarm, 1);
     rb_define_private_method(cScheduler, "__offload", sched_offload, 1);
     rb_define_private_method(cScheduler, "__process_wait", sched_process_wait, 2);
+    rb_define_private_method(cScheduler, "__turn_check", sched_turn_check, 0);
+    rb_define_private_method(cScheduler, "__turn_budget=", sched_set_turn_budget, 1);
 
     rb_define_method(cScheduler, "run", sched_run, 0);
     rb_define_method(cScheduler, "closed?", sched_closed_p, 0);

@@ -72,7 +72,9 @@ static long dispatch(farce_loop *l)
     return resumed;
 }
 
-static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1};
+static void give_turn(farce_loop *l);
+
+static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1, give_turn};
 
 /* ---- GC ------------------------------------------------------------------ */
 
@@ -161,6 +163,7 @@ static int run_ready(farce_selector *s)
         VALUE obj = s->ring[pos & s->mask];
         s->ring[pos & s->mask] = Qnil;
         if (NIL_P(obj)) continue;
+        farce_loop_turn_begins(&s->loop);
         if (rb_obj_is_fiber(obj)) {
             if (RTEST(rb_fiber_alive_p(obj))) rb_fiber_transfer(obj, 0, NULL);
         } else if (RTEST(rb_funcall(obj, id_alive_p, 0))) {
@@ -203,6 +206,9 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         resumed += dispatch(l);
         if (l->closed || n < FARCE_BATCH) break;
     }
+    /* Async runs its timers and resumes their fibers itself after select:
+     * their turn starts here */
+    farce_loop_turn_begins(l);
     return LONG2NUM(resumed);
 }
 
@@ -315,6 +321,32 @@ static VALUE switch_queued(VALUE self, enum switch_kind kind, VALUE target, int 
     struct switch_args a = {self, kind, target, argc, argv, rb_keyword_given_p(), 0};
     a.pos = ready_push(s, rb_fiber_current());
     return rb_ensure(do_switch, (VALUE)&a, unqueue, (VALUE)&a);
+}
+
+/* The running fiber held the loop past its turn budget (loop_core.c): it
+ * goes on the ready list and transfers to the loop fiber, as `yield` does;
+ * the next select transfers back. Not from the loop fiber itself. */
+static void give_turn(farce_loop *l)
+{
+    farce_selector *s = (farce_selector *)l;
+    if (NIL_P(s->loop_fiber) || rb_fiber_current() == s->loop_fiber) return;
+    switch_queued(l->owner, SWITCH_TO_LOOP, s->loop_fiber, 0, NULL);
+}
+
+/* call-seq: turn_budget -> seconds or nil (none) */
+static VALUE sel_turn_budget(VALUE self)
+{
+    int64_t ns = sel_of(self)->loop.turn_budget_ns;
+    return ns > 0 ? DBL2NUM(ns / 1e9) : Qnil;
+}
+
+/* call-seq: turn_budget = seconds or nil
+ * How long a fiber may run before a read, write or wait that would not
+ * block gives the loop a turn first (default 2 ms; nil: never). */
+static VALUE sel_set_turn_budget(VALUE self, VALUE seconds)
+{
+    sel_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);
+    return seconds;
 }
 
 /* call-seq: resume(fiber, *arguments) */
@@ -443,6 +475,8 @@ void farce_io_event_selector_init(VALUE mFarce)
     rb_define_method(cSelector, "backend", sel_backend, 0);
     rb_define_method(cSelector, "stats", sel_stats, 0);
     rb_define_method(cSelector, "idle_duration", sel_idle_duration, 0);
+    rb_define_method(cSelector, "turn_budget", sel_turn_budget, 0);
+    rb_define_method(cSelector, "turn_budget=", sel_set_turn_budget, 1);
     rb_define_method(cSelector, "close", sel_close, 0);
     rb_define_method(cSelector, "closed?", sel_closed_p, 0);
     rb_define_method(cSelector, "wakeup", sel_wakeup, 0);

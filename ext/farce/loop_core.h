@@ -65,6 +65,10 @@ typedef struct {
     /* io-event's contract: a descriptor wait always suspends the fiber,
      * even when the descriptor is ready at once; the loop resumes it. */
     int suspend_when_ready;
+    /* Gives the loop a turn because the running fiber held it past the turn
+     * budget (farce_loop_turn_check): the fiber is queued as ready and the
+     * loop runs an iteration before it continues. */
+    void (*give_turn)(farce_loop *l);
 } farce_front_end;
 
 struct farce_loop {
@@ -93,6 +97,13 @@ struct farce_loop {
     volatile int in_kernel_wait; /* a wakeup from another thread must write wake_fd */
     double idle_duration;        /* seconds the last blocking poll slept in the kernel */
     long ops_submitted;          /* completion operations started (stats) */
+
+    /* Turns: the loop resumed a fiber at turn_started_ns; a fiber
+     * that holds the loop past turn_budget_ns (0: no budget) gives it a
+     * turn at its next hook that would not block. */
+    int64_t turn_started_ns;
+    int64_t turn_budget_ns;
+    long turns_given;            /* turns given because the budget ran out (stats) */
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -150,6 +161,32 @@ VALUE farce_loop_stats(farce_loop *l);
 /* The backends this system's core offers (Go's list, "auto" first), as
  * symbols; loads the core. */
 VALUE farce_backend_names(void);
+
+/* ---- turns ------------------------------------------------------------------ */
+
+/* The turn budget when none is given: see farce_loop_give_turn for the measurements. */
+#define FARCE_DEFAULT_TURN_BUDGET_NS 2000000LL
+
+static inline int64_t farce_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+/* The loop is about to switch to a fiber it took from its ready work: a new
+ * turn starts. */
+static inline void farce_loop_turn_begins(farce_loop *l) { l->turn_started_ns = farce_monotonic_ns(); }
+void farce_loop_give_turn(farce_loop *l);
+/* Budget in seconds (nil or 0: none) to nanoseconds; raises ArgumentError
+ * for NaN and negative values. */
+int64_t farce_turn_budget_ns(VALUE seconds);
+/* Called by hooks at the point where they would return without blocking
+ * (and by Fiber.schedule): when the running fiber has held the loop longer
+ * than the budget, the loop gets a turn first. */
+static inline void farce_loop_turn_check(farce_loop *l)
+{
+    if (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns) farce_loop_give_turn(l);
+}
 
 /* ---- small helpers --------------------------------------------------------- */
 

@@ -24,6 +24,7 @@ type Scheduler struct {
 	fds    fdTable
 
 	delivered []uint32 // slots handed out by the last Drain, freed at the next poll
+	behind    []Token  // YieldLast waits, finished at the end of the next poll (turns.go)
 	cancelled int      // slots cancelled while in the ready ring, dropped by Drain
 	events    []driver.Event
 	closed    bool
@@ -392,7 +393,7 @@ func (s *Scheduler) BeginPoll() time.Duration {
 	s.iterations++
 	now := s.clock()
 	s.fireTimers(now)
-	if s.ready.len() > s.cancelled {
+	if s.ready.len() > s.cancelled || len(s.behind) > 0 {
 		return 0
 	}
 	i, ok := s.timers.peek()
@@ -418,6 +419,7 @@ func (s *Scheduler) EndPoll(events []driver.Event) {
 		}
 	}
 	s.fireTimers(s.clock())
+	s.finishBehind()
 }
 
 // Drain moves up to len(out) finished waits into out, oldest first. The

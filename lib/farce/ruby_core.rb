@@ -61,6 +61,9 @@ module Farce
       @iterations = 0
       @completed = 0
       @last_scan = monotonic
+      @turn_budget = nil
+      @turn_started = monotonic
+      @turns_given = 0
     end
 
     def backend
@@ -87,7 +90,9 @@ module Farce
         completed_waits: @completed,
         goroutines: 0,
         completion_ops: false,
-        completion_ops_submitted: 0
+        completion_ops_submitted: 0,
+        turn_budget: @turn_budget,
+        turns_given: @turns_given
       }
     end
 
@@ -139,6 +144,33 @@ module Farce
       @interrupts.clear
       @timers = Timers.new
       @parked = 0
+      nil
+    end
+
+    # ---- turns (see ext/farce/loop_core.c: the native core's, the same) ----
+
+    # Seconds a fiber may hold the loop before a hook that would not block
+    # gives the loop a turn (nil: never); Scheduler.new(turn_budget:) sets it.
+    attr_accessor :turn_budget
+
+    # Called where a hook would go on without blocking (Fiber.schedule, a
+    # read or write that moved data): past the budget, a fiber of ours
+    # yields (the loop resumes it after one iteration); the thread's own
+    # fiber, outside `run`, runs one iteration itself without waiting.
+    def turn_check
+      budget = @turn_budget
+      return nil unless budget && monotonic - @turn_started >= budget && !closed?
+
+      @turns_given += 1
+      if !Fiber.blocking?
+        park(Wait.new(Fiber.current), 0)
+      elsif !@running
+        @iterations += 1
+        drain_inbox
+        wait_for_events(poll_only: true)
+        resume_ready
+      end
+      @turn_started = monotonic
       nil
     end
 
@@ -313,6 +345,7 @@ module Farce
 
         finish(item)
         @completed += 1
+        @turn_started = monotonic
         item.fiber.resume(value) if item.fiber.alive?
       end
     end
@@ -335,7 +368,7 @@ module Farce
 
     # One IO.select over every parked IO and the wake pipe, bounded by the
     # next timer (and the close scan while IOs are parked).
-    def wait_for_events
+    def wait_for_events(poll_only: false)
       scan_closed
       readers = [@wake_r]
       writers = []
@@ -346,7 +379,7 @@ module Farce
         writers << io if (events & IO::WRITABLE) != 0
         priority << io if (events & IO::PRIORITY) != 0
       end
-      timeout = select_timeout
+      timeout = poll_only ? 0 : select_timeout
       begin
         ready = IO.select(readers, writers, priority, timeout)
       rescue IOError, Errno::EBADF
@@ -483,6 +516,7 @@ module Farce
 
     def transfer(io, buffer, length, offset, reading:)
       usable!
+      turn_check
       io = to_io(io)
       raise TypeError, "wrong argument type #{buffer.class} (expected IO::Buffer)" unless buffer.is_a?(IO::Buffer)
 

@@ -19,6 +19,13 @@ module Farce
     FROM_ENVIRONMENT = Object.new.freeze
     private_constant :FROM_ENVIRONMENT
 
+    # How long (seconds) a fiber may hold the loop before the next hook that
+    # would not block (Fiber.schedule, a read or write that finds data, an
+    # io_wait on a ready descriptor) gives the loop a turn first: measured
+    # in bench/README.md (spawn and accept bursts). The C core keeps the
+    # same figure (FARCE_DEFAULT_TURN_BUDGET_NS).
+    DEFAULT_TURN_BUDGET = 0.002
+
     # backend: :auto picks the best available driver (see #fallback_reason),
     # or name one of Farce.backends (what this system's core offers), or :ruby
     # (the pure-Ruby core). Farce.backend_from_environment (FARCE_BACKEND, else
@@ -28,16 +35,33 @@ module Farce
     # runs blocking operations (Ruby 3.4's blocking_operation_wait) and
     # pread/pwrite off the loop's thread, and how many jobs may wait for a
     # free thread. Threads start on first use.
+    #
+    # turn_budget: seconds a fiber may run without blocking before the loop
+    # gets a turn (timers fire, ready fibers run) at its next hook that would
+    # not block; nil turns it off (a fiber then holds the loop until it blocks).
     def initialize(backend: FROM_ENVIRONMENT,
-                   worker_threads: WorkerPool::DEFAULT_SIZE, worker_queue: WorkerPool::DEFAULT_QUEUE_SIZE)
+                   worker_threads: WorkerPool::DEFAULT_SIZE, worker_queue: WorkerPool::DEFAULT_QUEUE_SIZE,
+                   turn_budget: DEFAULT_TURN_BUDGET)
       explicit = !backend.equal?(FROM_ENVIRONMENT)
       name = if !explicit then Farce.backend_from_environment
              elsif backend.is_a?(Symbol) || backend.is_a?(String) then backend.to_sym
              else raise ArgumentError, "farce backend must be a Symbol or String, not #{backend.inspect}"
              end
 
+      turn_budget = Scheduler.duration_option(:turn_budget, turn_budget)
       @worker_pool = WorkerPool.new(size: worker_threads, queue_size: worker_queue)
       open_core(name, explicit: explicit)
+      self.__turn_budget = turn_budget
+    end
+
+    # nil, or a Numeric >= 0 as a Float (0 means nil); else ArgumentError.
+    def self.duration_option(name, value)
+      return nil if value.nil?
+      unless value.is_a?(Numeric) && !(value.is_a?(Float) && value.nan?) && value >= 0
+        raise ArgumentError, "#{name} must be nil or seconds >= 0, not #{value.inspect}"
+      end
+
+      value.zero? ? nil : value.to_f
     end
 
     # The pool of worker threads (see WorkerPool).
@@ -68,6 +92,7 @@ module Farce
       ensure
         __fiber_finished
       end
+      __turn_check # a spawner that never blocks must not hold the loop
       __fiber_started
       fiber.resume
       fiber

@@ -304,6 +304,28 @@ func farce_yield(h C.int64_t, token *C.uint64_t) C.int64_t {
 	return 0
 }
 
+// farce_yield_last is farce_yield for a fiber giving the loop a turn: its
+// wait finishes at the end of the next poll, behind the timers and events
+// that poll delivers (sched.YieldLast).
+//
+//export farce_yield_last
+func farce_yield_last(h C.int64_t, token *C.uint64_t) C.int64_t {
+	if token == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c := acquire(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	defer c.mu.Unlock()
+	tok, err := c.s.YieldLast()
+	if err != nil {
+		return c.fail(err)
+	}
+	*token = C.uint64_t(tok)
+	return 0
+}
+
 // farce_wake returns 1 when the wait was woken, 0 when it had already ended.
 //
 //export farce_wake
