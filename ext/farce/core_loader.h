@@ -18,6 +18,8 @@ struct farce_core_api {
     int64_t (*yield)(int64_t h, uint64_t *token);
     /* optional (NULL in an older core): a yield behind the next poll's timers and events */
     int64_t (*yield_last)(int64_t h, uint64_t *token);
+    /* optional (NULL in an older core): the stall watchdog (stall.c) */
+    int64_t (*stall_watch)(int64_t h, farce_turn_state *state, int64_t threshold_ns, int signo);
     int64_t (*wake)(int64_t h, uint64_t token);
     int64_t (*cancel)(int64_t h, uint64_t token);
     int64_t (*forget_fd)(int64_t h, int fd);

@@ -21,6 +21,7 @@
 #include "loop_core.h"
 #include "wait_table.h"
 #include "positional_io.h"
+#include "stall.h"
 
 static VALUE cScheduler;
 
@@ -170,7 +171,9 @@ static VALUE run_loop(VALUE self)
 
 static VALUE run_done(VALUE self)
 {
-    sched_of(self)->running = 0;
+    farce_sched *s = sched_of(self);
+    if (live(s)) farce_loop_turn_ends(&s->loop); /* a stall in the last turn is reported */
+    s->running = 0;
     return Qnil;
 }
 
@@ -186,6 +189,7 @@ static VALUE sched_run(VALUE self)
     }
     s->running = 1;
     s->loop.thread = rb_thread_current();
+    farce_stall_thread_changed(&s->loop);
     return rb_ensure(run_loop, self, run_done, self);
 }
 
@@ -291,7 +295,12 @@ static void give_turn(farce_loop *l)
 static VALUE sched_turn_check(VALUE self)
 {
     farce_sched *s = sched_of(self);
-    if (live(s)) farce_loop_turn_check(&s->loop); /* a closed scheduler raises in the fiber's hooks */
+    if (!live(s)) return Qnil; /* a closed scheduler raises in the fiber's hooks */
+    /* Fiber.schedule outside the loop's turns (Farce.run's first fiber, a
+     * spawner before `run`): application code runs on the loop's thread,
+     * which the stall watchdog must see as a turn */
+    if (s->loop.turns && !s->loop.turns->active) farce_loop_turn_begins(&s->loop);
+    farce_loop_turn_check(&s->loop);
     return Qnil;
 }
 
@@ -299,6 +308,15 @@ static VALUE sched_turn_check(VALUE self)
 static VALUE sched_set_turn_budget(VALUE self, VALUE seconds)
 {
     sched_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);
+    return seconds;
+}
+
+/* call-seq: __stall_threshold=(seconds or nil)
+ * Stall detection on (seconds > 0) or off; reports go to __report_stall
+ * (lib/farce/stall.rb). */
+static VALUE sched_set_stall_threshold(VALUE self, VALUE seconds)
+{
+    farce_loop_watch_stalls(&get_sched(self)->loop, farce_turn_budget_ns(seconds));
     return seconds;
 }
 
@@ -525,6 +543,7 @@ void farce_fiber_scheduler_init(VALUE mFarce)
     rb_define_private_method(cScheduler, "__process_wait", sched_process_wait, 2);
     rb_define_private_method(cScheduler, "__turn_check", sched_turn_check, 0);
     rb_define_private_method(cScheduler, "__turn_budget=", sched_set_turn_budget, 1);
+    rb_define_private_method(cScheduler, "__stall_threshold=", sched_set_stall_threshold, 1);
 
     rb_define_method(cScheduler, "run", sched_run, 0);
     rb_define_method(cScheduler, "closed?", sched_closed_p, 0);

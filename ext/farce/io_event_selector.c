@@ -32,6 +32,7 @@
 #include "io_transfer.h"
 #include "loop_core.h"
 #include "wait_table.h"
+#include "stall.h"
 
 static VALUE cSelector;
 static ID id_alive_p, id_transfer, id_raise, id_process_wait;
@@ -51,9 +52,18 @@ static const rb_data_type_t sel_type;
 
 /* ---- how its fibers switch ------------------------------------------------- */
 
+/* A fiber going back to the loop fiber ends its turn; what the loop fiber
+ * runs next (Async's timers resume fibers without us) is a new one. */
+static inline void next_turn(farce_loop *l)
+{
+    farce_loop_turn_ends(l);
+    farce_loop_turn_begins(l);
+}
+
 static VALUE transfer_to_loop(VALUE self)
 {
     farce_selector *s = rb_check_typeddata(self, &sel_type);
+    next_turn(&s->loop);
     return rb_fiber_transfer(s->loop_fiber, 0, NULL);
 }
 
@@ -186,10 +196,13 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
     rb_check_arity(argc, 0, 1);
     int64_t block_ns = farce_timeout_ns(argc ? argv[0] : Qnil);
     l->idle_duration = 0.0;
+    farce_loop_turn_ends(l);
 
     /* completions taken by a select that an exception cut short */
     long resumed = dispatch(l);
     if (l->closed) return LONG2NUM(resumed);
+    /* the stall watchdog lives in the core: start it before fibers run */
+    if (!l->handle && l->stall_threshold_ns > 0 && ready_any(s)) farce_loop_start(l, NULL);
     if (run_ready(s) || resumed) block_ns = 0;
     if (l->closed) return LONG2NUM(resumed);
     if (!l->handle) {
@@ -222,6 +235,9 @@ static VALUE sel_initialize(VALUE self, VALUE loop_fiber)
     farce_core_check_usable(); /* fail here, not at the first wait, in a child that can never use Go */
     s->loop_fiber = loop_fiber;
     s->loop.thread = rb_thread_current();
+    /* FARCE_STALL_MS (lib/farce/stall.rb) */
+    VALUE threshold = rb_funcall(rb_define_module("Farce"), rb_intern("stall_threshold_from_environment"), 0);
+    if (!NIL_P(threshold)) farce_loop_watch_stalls(&s->loop, farce_turn_budget_ns(threshold));
     return self;
 }
 
@@ -279,6 +295,7 @@ static VALUE sel_wakeup(VALUE self)
 static VALUE sel_transfer(VALUE self)
 {
     farce_selector *s = get_sel(self);
+    next_turn(&s->loop);
     return rb_fiber_transfer(s->loop_fiber, 0, NULL);
 }
 
@@ -319,6 +336,7 @@ static VALUE switch_queued(VALUE self, enum switch_kind kind, VALUE target, int 
 {
     farce_selector *s = get_sel(self);
     struct switch_args a = {self, kind, target, argc, argv, rb_keyword_given_p(), 0};
+    next_turn(&s->loop);
     a.pos = ready_push(s, rb_fiber_current());
     return rb_ensure(do_switch, (VALUE)&a, unqueue, (VALUE)&a);
 }
@@ -346,6 +364,16 @@ static VALUE sel_turn_budget(VALUE self)
 static VALUE sel_set_turn_budget(VALUE self, VALUE seconds)
 {
     sel_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);
+    return seconds;
+}
+
+/* call-seq: __stall_threshold=(seconds or nil)
+ * Stall detection on (seconds > 0) or off (lib/farce/stall.rb); applied when
+ * the core starts if it has not yet. */
+static VALUE sel_set_stall_threshold(VALUE self, VALUE seconds)
+{
+    farce_selector *s = get_sel(self);
+    farce_loop_watch_stalls(&s->loop, farce_turn_budget_ns(seconds));
     return seconds;
 }
 
@@ -477,6 +505,7 @@ void farce_io_event_selector_init(VALUE mFarce)
     rb_define_method(cSelector, "idle_duration", sel_idle_duration, 0);
     rb_define_method(cSelector, "turn_budget", sel_turn_budget, 0);
     rb_define_method(cSelector, "turn_budget=", sel_set_turn_budget, 1);
+    rb_define_private_method(cSelector, "__stall_threshold=", sel_set_stall_threshold, 1);
     rb_define_method(cSelector, "close", sel_close, 0);
     rb_define_method(cSelector, "closed?", sel_closed_p, 0);
     rb_define_method(cSelector, "wakeup", sel_wakeup, 0);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "loop_core.h"
+#include "stall.h"
 #include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
 
 /* ---- errors ------------------------------------------------------------------ */
@@ -73,7 +74,8 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
     l->backend = l->fallback_reason = Qnil;
     l->blocked = st_init_numtable();
     l->turn_budget_ns = FARCE_DEFAULT_TURN_BUDGET_NS;
-    l->turn_started_ns = farce_monotonic_ns();
+    l->turn_started_ns = l->created_ns = farce_monotonic_ns();
+    l->stall_fiber = l->stall_backtrace = Qnil;
 }
 
 void farce_loop_start(farce_loop *l, const char *backend)
@@ -108,11 +110,15 @@ void farce_loop_start(farce_loop *l, const char *backend)
     l->backend = ID2SYM(rb_intern(name));
     l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
     l->ops = farce_core.ops_supported && farce_core.ops_supported(h) == 1;
+    if (l->stall_threshold_ns > 0) farce_loop_watch_stalls(l, l->stall_threshold_ns); /* asked for before the start */
     RB_GC_GUARD(from_environment); /* backend points into it until here */
 }
 
 void farce_loop_release(farce_loop *l)
 {
+    farce_stall_forget(l);
+    if (l->turns) __atomic_store_n(&l->turns->active, 0, __ATOMIC_RELEASE);
+    l->turns = NULL; /* the core frees it at close */
     if (l->handle && !farce_loop_inert(l)) farce_core.close(l->handle);
     l->handle = 0;
     l->closed = 1;
@@ -137,6 +143,7 @@ void farce_loop_mark(farce_loop *l)
     rb_gc_mark(l->thread);
     rb_gc_mark(l->backend);
     rb_gc_mark(l->fallback_reason);
+    farce_stall_mark(l);
     for (uint32_t i = 0; i < l->nwaits; i++) {
         if (l->waits[i].gen) {
             rb_gc_mark(l->waits[i].fiber); /* pinned: the blocked table is keyed by address */
@@ -148,6 +155,9 @@ void farce_loop_mark(farce_loop *l)
 
 void farce_loop_free(farce_loop *l)
 {
+    farce_stall_forget(l);
+    /* turns: the core frees it when the handle is released (farce_core_release_later) */
+    if (l->turns && !farce_loop_inert(l)) __atomic_store_n(&l->turns->active, 0, __ATOMIC_RELEASE);
     if (l->handle && !farce_loop_inert(l)) farce_core_release_later(l->handle);
     if (l->blocked) st_free_table(l->blocked);
     xfree(l->waits);
@@ -190,6 +200,7 @@ static void scan_closed(farce_loop *l)
 
 int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
 {
+    farce_loop_turn_ends(l);
     scan_closed(l);
     l->batch_pos = l->batch_len = 0;
     int64_t n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
@@ -208,7 +219,9 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
         l->in_kernel_wait = 1;
         rb_nogvl(poll_body, &a, farce_write_wake, &l->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
         l->in_kernel_wait = 0;
-        l->idle_duration = (double)(farce_monotonic_ns() - t0) / 1e9;
+        int64_t slept = farce_monotonic_ns() - t0;
+        l->idle_ns += slept;
+        l->idle_duration = (double)slept / 1e9;
         n = a.result;
         l->batch_len = n > 0 ? (int)n : 0;
         rb_thread_check_ints(); /* traps, Thread#raise, Timeout: may raise, the batch is kept */
@@ -225,6 +238,7 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
 
 int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
 {
+    farce_loop_turn_ends(l);
     while (!l->closed && l->batch_pos < l->batch_len) {
         farce_completion c = l->batch[l->batch_pos++];
         uint32_t slot = farce_token_slot(c.token);
@@ -322,5 +336,12 @@ VALUE farce_loop_stats(farce_loop *l)
     rb_hash_aset(h, ID2SYM(rb_intern("completion_ops_submitted")), LONG2NUM(l->ops_submitted));
     rb_hash_aset(h, ID2SYM(rb_intern("turn_budget")), l->turn_budget_ns > 0 ? DBL2NUM(l->turn_budget_ns / 1e9) : Qnil);
     rb_hash_aset(h, ID2SYM(rb_intern("turns_given")), LONG2NUM(l->turns_given));
+    rb_hash_aset(h, ID2SYM(rb_intern("stall_threshold")), l->stall_threshold_ns > 0 ? DBL2NUM(l->stall_threshold_ns / 1e9) : Qnil);
+    rb_hash_aset(h, ID2SYM(rb_intern("stalls")), LONG2NUM(l->stall_reports));
+    double total = (double)(farce_monotonic_ns() - l->created_ns) / 1e9, idle = (double)l->idle_ns / 1e9;
+    if (idle > total) idle = total;
+    rb_hash_aset(h, ID2SYM(rb_intern("idle_seconds")), DBL2NUM(idle));
+    rb_hash_aset(h, ID2SYM(rb_intern("busy_seconds")), DBL2NUM(total - idle));
+    rb_hash_aset(h, ID2SYM(rb_intern("load")), DBL2NUM(total > 0 ? (total - idle) / total : 0.0));
     return h;
 }

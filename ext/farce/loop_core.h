@@ -104,6 +104,18 @@ struct farce_loop {
     int64_t turn_started_ns;
     int64_t turn_budget_ns;
     long turns_given;            /* turns given because the budget ran out (stats) */
+
+    /* Stall detection (stall.c): the turns as the core's watchdog sees them
+     * (NULL until detection is first turned on; then the core's memory). */
+    farce_turn_state *turns;
+    int64_t stall_threshold_ns;  /* 0: off */
+    int64_t stall_sampled_seq, stall_reported_seq;
+    long stall_reports;
+    VALUE stall_fiber, stall_backtrace; /* the sample of the current stall */
+
+    /* Load (stats): time since start and time spent in the kernel wait */
+    int64_t created_ns;
+    int64_t idle_ns;
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -173,9 +185,29 @@ static inline int64_t farce_monotonic_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+void farce_stall_report(farce_loop *l);
 /* The loop is about to switch to a fiber it took from its ready work: a new
- * turn starts. */
-static inline void farce_loop_turn_begins(farce_loop *l) { l->turn_started_ns = farce_monotonic_ns(); }
+ * turn starts (and is published for the stall watchdog). */
+static inline void farce_loop_turn_begins(farce_loop *l)
+{
+    int64_t now = farce_monotonic_ns();
+    l->turn_started_ns = now;
+    farce_turn_state *ts = l->turns;
+    if (ts) {
+        __atomic_store_n(&ts->started_ns, now, __ATOMIC_RELAXED);
+        __atomic_store_n(&ts->seq, ts->seq + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&ts->active, 1, __ATOMIC_RELEASE);
+    }
+}
+/* Control is back in the loop: the running fiber's turn is over. Reports a
+ * stall the watchdog saw in it. */
+static inline void farce_loop_turn_ends(farce_loop *l)
+{
+    farce_turn_state *ts = l->turns;
+    if (!ts || !ts->active) return;
+    __atomic_store_n(&ts->active, 0, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) == ts->seq) farce_stall_report(l);
+}
 void farce_loop_give_turn(farce_loop *l);
 /* Budget in seconds (nil or 0: none) to nanoseconds; raises ArgumentError
  * for NaN and negative values. */

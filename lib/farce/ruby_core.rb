@@ -62,8 +62,13 @@ module Farce
       @completed = 0
       @last_scan = monotonic
       @turn_budget = nil
-      @turn_started = monotonic
+      @turn_started = @created = monotonic
       @turns_given = 0
+      @turn_seq = 0
+      @turn_active = false
+      @stall_threshold = nil
+      @stalls = 0
+      @idle = 0.0
     end
 
     def backend
@@ -92,8 +97,16 @@ module Farce
         completion_ops: false,
         completion_ops_submitted: 0,
         turn_budget: @turn_budget,
-        turns_given: @turns_given
-      }
+        turns_given: @turns_given,
+        stall_threshold: @stall_threshold,
+        stalls: @stalls
+      }.merge(load_stats)
+    end
+
+    def load_stats
+      total = monotonic - @created
+      idle = [@idle, total].min
+      { idle_seconds: idle, busy_seconds: total - idle, load: total.positive? ? (total - idle) / total : 0.0 }
     end
 
     # ---- bookkeeping the Ruby half of Farce::Scheduler calls (scheduler.rb)
@@ -158,6 +171,7 @@ module Farce
     # yields (the loop resumes it after one iteration); the thread's own
     # fiber, outside `run`, runs one iteration itself without waiting.
     def turn_check
+      begin_turn(Fiber.current) if @stall_threshold && !@turn_active # see the native __turn_check
       budget = @turn_budget
       return nil unless budget && monotonic - @turn_started >= budget && !closed?
 
@@ -171,6 +185,24 @@ module Farce
         resume_ready
       end
       @turn_started = monotonic
+      nil
+    end
+
+    # ---- stall detection (the native core's is ext/farce/stall.c) ----------
+
+    # Stall detection on (seconds) or off (nil); reporter gets
+    # __report_stall(fiber, seconds, backtrace) when a stalled turn ends.
+    # A watchdog thread samples the loop thread's backtrace (the running
+    # fiber's) once a turn passes the threshold: it gets the GVL at Ruby's
+    # next thread switch (a time slice, 100 ms), or when a C call holding
+    # the GVL returns, so short thresholds are seen late, never lost.
+    def watch_stalls(seconds, reporter)
+      @stall_threshold = seconds
+      @stall_reporter = reporter
+      return nil if !seconds || @stall_watchdog&.alive?
+
+      @stall_watchdog = Thread.new { stall_watchdog }
+      @stall_watchdog.report_on_exception = false
       nil
     end
 
@@ -309,7 +341,41 @@ module Farce
 
     private
 
+    def stall_watchdog
+      seen = nil
+      while (threshold = @stall_threshold) && @open && !inert?
+        sleep((threshold / 4).clamp(0.001, 0.05))
+        seq = @turn_seq
+        threshold = @stall_threshold or break # turned off meanwhile
+        next unless @turn_active && seq != seen && monotonic - @turn_started >= threshold
+
+        seen = seq
+        backtrace = @thread.backtrace || []
+        @stall_sample = [seq, @turn_fiber, backtrace] if @turn_active && @turn_seq == seq
+      end
+    end
+
+    def begin_turn(fiber)
+      end_turn if @turn_active
+      @turn_started = monotonic
+      @turn_fiber = fiber
+      @turn_seq += 1
+      @turn_active = true
+    end
+
+    # The turn that just ended: reported if the watchdog sampled it.
+    def end_turn
+      @turn_active = false
+      sample = @stall_sample
+      return unless sample && sample[0] == @turn_seq && @stall_threshold
+
+      @stall_sample = nil
+      @stalls += 1
+      @stall_reporter&.__send__(:__report_stall, sample[1], monotonic - @turn_started, sample[2])
+    end
+
     def loop_until_idle
+      end_turn if @turn_active # Fiber.schedule's turns before run (turn_check)
       while @open
         @iterations += 1
         resume_ready
@@ -345,8 +411,12 @@ module Farce
 
         finish(item)
         @completed += 1
-        @turn_started = monotonic
-        item.fiber.resume(value) if item.fiber.alive?
+        begin_turn(item.fiber)
+        begin
+          item.fiber.resume(value) if item.fiber.alive?
+        ensure
+          end_turn
+        end
       end
     end
 
@@ -381,7 +451,9 @@ module Farce
       end
       timeout = poll_only ? 0 : select_timeout
       begin
+        waited = monotonic
         ready = IO.select(readers, writers, priority, timeout)
+        @idle += monotonic - waited
       rescue IOError, Errno::EBADF
         find_closed # an IO closed (by another thread) since the scan
         return

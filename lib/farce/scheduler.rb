@@ -5,6 +5,7 @@ require_relative "worker_pool"
 require_relative "select"
 require_relative "ruby_core"
 require_relative "ruby_core/hooks"
+require_relative "stall"
 
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
@@ -15,6 +16,8 @@ module Farce
   # Without the native core, the same methods run on farce's pure-Ruby core
   # (lib/farce/ruby_core.rb); `backend` is then :ruby.
   class Scheduler
+    include StallReporting
+
     # The default for backend: (Farce.backend_from_environment).
     FROM_ENVIRONMENT = Object.new.freeze
     private_constant :FROM_ENVIRONMENT
@@ -39,9 +42,16 @@ module Farce
     # turn_budget: seconds a fiber may run without blocking before the loop
     # gets a turn (timers fire, ready fibers run) at its next hook that would
     # not block; nil turns it off (a fiber then holds the loop until it blocks).
+    #
+    # stall_threshold, on_stall: when one fiber runs longer than
+    # stall_threshold seconds without giving the loop back, on_stall gets a
+    # Farce::StallReport (fiber, duration, backtrace where it was stuck) when
+    # it does (default: one line on $stderr). Off unless given or set by
+    # FARCE_STALL_MS (milliseconds). See lib/farce/stall.rb.
     def initialize(backend: FROM_ENVIRONMENT,
                    worker_threads: WorkerPool::DEFAULT_SIZE, worker_queue: WorkerPool::DEFAULT_QUEUE_SIZE,
-                   turn_budget: DEFAULT_TURN_BUDGET)
+                   turn_budget: DEFAULT_TURN_BUDGET, stall_threshold: Farce.stall_threshold_from_environment,
+                   on_stall: nil)
       explicit = !backend.equal?(FROM_ENVIRONMENT)
       name = if !explicit then Farce.backend_from_environment
              elsif backend.is_a?(Symbol) || backend.is_a?(String) then backend.to_sym
@@ -49,9 +59,12 @@ module Farce
              end
 
       turn_budget = Scheduler.duration_option(:turn_budget, turn_budget)
+      stall_threshold = Scheduler.duration_option(:stall_threshold, stall_threshold)
+      self.on_stall = on_stall
       @worker_pool = WorkerPool.new(size: worker_threads, queue_size: worker_queue)
       open_core(name, explicit: explicit)
       self.__turn_budget = turn_budget
+      self.__stall_threshold = stall_threshold if stall_threshold
     end
 
     # nil, or a Numeric >= 0 as a Float (0 means nil); else ArgumentError.

@@ -40,6 +40,10 @@ type core struct {
 	polling bool
 	s       *sched.Scheduler
 	lastErr string
+
+	turns     *C.farce_turn_state // handed over by farce_stall_watch; freed at close
+	stopWatch chan struct{}       // closes the running watchdog, if any
+	watchDone chan struct{}
 }
 
 // errBusyPolling: a call that touches the driver arrived while the loop's
@@ -228,6 +232,11 @@ func farce_close(h C.int64_t) C.int64_t {
 		c.s.Driver().Wake()
 		c.idle.Wait()
 	}
+	c.stopWatchdog()
+	if c.turns != nil {
+		C.free(unsafe.Pointer(c.turns))
+		c.turns = nil
+	}
 	if err := c.s.Close(); err != nil {
 		return c.fail(err)
 	}
@@ -324,6 +333,59 @@ func farce_yield_last(h C.int64_t, token *C.uint64_t) C.int64_t {
 	}
 	*token = C.uint64_t(tok)
 	return 0
+}
+
+// farce_stall_watch starts a watchdog goroutine that signals the loop's
+// thread (signo, through tgkill) once per turn that lasts thresholdNS or
+// more; thresholdNS <= 0 stops it. state becomes the core's: it is freed
+// when the handle closes (the extension writes it until then). A new call
+// replaces the watchdog (same or first state only).
+//
+//export farce_stall_watch
+func farce_stall_watch(h C.int64_t, state *C.farce_turn_state, thresholdNS C.int64_t, signo C.int) C.int64_t {
+	c := acquire(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	defer c.mu.Unlock()
+	if state == nil || (c.turns != nil && c.turns != state) || signo <= 0 || signo >= 65 {
+		return c.fail(errors.New("farce_stall_watch: bad state or signal"))
+	}
+	c.turns = state
+	c.stopWatchdog()
+	if thresholdNS <= 0 {
+		return 0
+	}
+	w := sched.NewWatchdog((*sched.TurnState)(unsafe.Pointer(state)), time.Duration(thresholdNS))
+	stop, done := make(chan struct{}), make(chan struct{})
+	c.stopWatch, c.watchDone = stop, done
+	pid := unix.Getpid()
+	sig := unix.Signal(signo)
+	go func() {
+		defer close(done)
+		w.Run(stop, monotonicNS, func(tid int64) { _ = unix.Tgkill(pid, int(tid), sig) })
+	}()
+	return 0
+}
+
+// stopWatchdog ends the watchdog goroutine, if one runs, and waits for it:
+// after this nothing reads the turn state. Called with c.mu held.
+func (c *core) stopWatchdog() {
+	if c.stopWatch == nil {
+		return
+	}
+	close(c.stopWatch)
+	<-c.watchDone
+	c.stopWatch, c.watchDone = nil, nil
+}
+
+// monotonicNS is CLOCK_MONOTONIC, the clock the extension stamps turns with.
+func monotonicNS() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
 }
 
 // farce_wake returns 1 when the wait was woken, 0 when it had already ended.
