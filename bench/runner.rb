@@ -7,7 +7,8 @@
 #   BENCH_RUNS=N         alternating runs per figure; the median is reported (default 3; quick 1)
 #   BENCH_QUICK=1        short version (~2 minutes): shorter runs, fewer timers/fibers
 #   BENCH_CONTENDERS=a,b restrict/override contenders (farce-epoll, farce-poll, async, threads,
-#                        farce-epoll@3.3 = farce under the sid chroot's Ruby 3.3)
+#                        farce-epoll@3.3 = farce under the sid chroot's Ruby 3.3,
+#                        farce-epoll+stall = with stall detection on, FARCE_STALL_MS=100)
 #   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, pp100, http64, http1000, scale0,
 #                        scale10k, timers, spawnburst, acceptburst, queue, xthread, memfiber, memio)
 #   BENCH_SID_RUN=path   chroot runner (default .ci/sid-run; .ci/sid-setup makes the chroot)

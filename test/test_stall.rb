@@ -101,6 +101,25 @@ class TestStall < Minitest::Test
     assert_operator stats[:iterations], :>, 0
   end
 
+  # Wake-up latency (ready -> running) from the core's histogram: the fiber
+  # whose timer fell due while another held the loop for 0.3 s waited that long.
+  def test_wakeup_latency_percentiles
+    stats = nil
+    Farce.run(backend: backend) do
+      20.times { Fiber.schedule { 5.times { sleep 0.001 } } }
+      Fiber.schedule { sleep 0.001 }
+      Fiber.schedule { busy(0.3) }
+      sleep 0.05
+      stats = Fiber.scheduler.stats
+    end
+    assert_operator stats[:wakeups], :>=, 100
+    assert_operator stats[:wakeup_p50], :>=, 0
+    assert_operator stats[:wakeup_p50], :<=, stats[:wakeup_p90]
+    assert_operator stats[:wakeup_p90], :<=, stats[:wakeup_p99]
+    assert_operator stats[:wakeup_p99], :<=, stats[:wakeup_max]
+    assert_operator stats[:wakeup_max], :>=, 0.2, "a timer due during the 0.3 s stall woke that late"
+  end
+
   def test_off_by_default_and_switchable
     with = nil
     Farce.run(backend: backend) do

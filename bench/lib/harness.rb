@@ -5,7 +5,7 @@
 # bench/workloads.rb and bench/http_hello.rb is written against this API, so
 # the workload code is byte-for-byte the same for farce, Async and threads.
 #
-#   harness = Bench::Harness.new("farce-epoll")   # or farce-poll, farce, async, threads
+#   harness = Bench::Harness.new("farce-epoll")   # or farce-poll, farce, async, threads; +stall: FARCE_STALL_MS=100
 #   harness.run do                                 # returns when every task finished
 #     harness.spawn { ... }                        # a fiber (Fiber.schedule) or a Thread
 #   end
@@ -39,6 +39,9 @@ module Bench
 
     def initialize(contender)
       @contender = contender.sub(/@.*\z/, "") # "farce-epoll@3.3" runs under sid's Ruby; same code
+      # "farce-epoll+stall": the same with stall detection on (100 ms), to show what it costs
+      ENV["FARCE_STALL_MS"] = "100" if @contender.end_with?("+stall")
+      @contender = @contender.delete_suffix("+stall")
       case @contender
       when "farce", /\Afarce-/
         @kind = :farce

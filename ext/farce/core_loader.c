@@ -246,6 +246,7 @@ static enum open_result open_core(struct core_copy *c, const char *file, struct 
     RESOLVE(probe, "farce_probe");
     *(void **)&c->api.yield_last = dlsym(handle, "farce_yield_last");
     *(void **)&c->api.stall_watch = dlsym(handle, "farce_stall_watch");
+    *(void **)&c->api.poll_noting = dlsym(handle, "farce_poll_noting");
     *(void **)&c->api.ops_supported = dlsym(handle, "farce_ops_supported");
     *(void **)&c->api.submit_op = dlsym(handle, "farce_submit_op");
     *(void **)&c->api.cancel_op = dlsym(handle, "farce_cancel_op");

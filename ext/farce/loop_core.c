@@ -202,8 +202,16 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
 {
     farce_loop_turn_ends(l);
     scan_closed(l);
+    int64_t n;
+    if (farce_core.poll_noting) {
+        /* the last batch's resume stamps: the core's wake-up latency histogram */
+        int last = l->batch_len;
+        n = farce_core.poll_noting(l->handle, 0, l->batch, FARCE_BATCH, l->resumed_at, last);
+        memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
+    } else {
+        n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
+    }
     l->batch_pos = l->batch_len = 0;
-    int64_t n = farce_core.poll(l->handle, 0, l->batch, FARCE_BATCH);
     if (n == 0 && block_ns == 0) {
         /* The io_uring driver defers submissions from a zero-timeout poll
          * that finds nothing to the blocking poll it expects next, never
@@ -258,7 +266,7 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
             st_data_t key = (st_data_t)w->fiber;
             st_delete(l->blocked, &key, NULL);
         }
-        farce_loop_turn_begins(l);
+        l->resumed_at[l->batch_pos - 1] = farce_loop_turn_begins(l);
         return 1;
     }
     return 0;
@@ -332,6 +340,12 @@ VALUE farce_loop_stats(farce_loop *l)
     rb_hash_aset(h, ID2SYM(rb_intern("iterations")), LL2NUM(v[FARCE_STAT_ITERATIONS]));
     rb_hash_aset(h, ID2SYM(rb_intern("completed_waits")), LL2NUM(v[FARCE_STAT_COMPLETED]));
     rb_hash_aset(h, ID2SYM(rb_intern("goroutines")), LL2NUM(v[FARCE_STAT_GOROUTINES]));
+    /* wake-up latency (a wait finishing -> its fiber running), the core's histogram */
+    rb_hash_aset(h, ID2SYM(rb_intern("wakeups")), LL2NUM(v[FARCE_STAT_WAKEUPS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("wakeup_p50")), DBL2NUM(v[FARCE_STAT_WAKEUP_P50_NS] / 1e9));
+    rb_hash_aset(h, ID2SYM(rb_intern("wakeup_p90")), DBL2NUM(v[FARCE_STAT_WAKEUP_P90_NS] / 1e9));
+    rb_hash_aset(h, ID2SYM(rb_intern("wakeup_p99")), DBL2NUM(v[FARCE_STAT_WAKEUP_P99_NS] / 1e9));
+    rb_hash_aset(h, ID2SYM(rb_intern("wakeup_max")), DBL2NUM(v[FARCE_STAT_WAKEUP_MAX_NS] / 1e9));
     rb_hash_aset(h, ID2SYM(rb_intern("completion_ops")), l->ops ? Qtrue : Qfalse);
     rb_hash_aset(h, ID2SYM(rb_intern("completion_ops_submitted")), LONG2NUM(l->ops_submitted));
     rb_hash_aset(h, ID2SYM(rb_intern("turn_budget")), l->turn_budget_ns > 0 ? DBL2NUM(l->turn_budget_ns / 1e9) : Qnil);

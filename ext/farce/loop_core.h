@@ -93,6 +93,7 @@ struct farce_loop {
 
     farce_completion batch[FARCE_BATCH];
     int batch_pos, batch_len;
+    int64_t resumed_at[FARCE_BATCH]; /* when batch[i]'s fiber resumed (0: it did not), for the next poll */
 
     volatile int in_kernel_wait; /* a wakeup from another thread must write wake_fd */
     double idle_duration;        /* seconds the last blocking poll slept in the kernel */
@@ -188,7 +189,7 @@ static inline int64_t farce_monotonic_ns(void)
 void farce_stall_report(farce_loop *l);
 /* The loop is about to switch to a fiber it took from its ready work: a new
  * turn starts (and is published for the stall watchdog). */
-static inline void farce_loop_turn_begins(farce_loop *l)
+static inline int64_t farce_loop_turn_begins(farce_loop *l)
 {
     int64_t now = farce_monotonic_ns();
     l->turn_started_ns = now;
@@ -198,6 +199,7 @@ static inline void farce_loop_turn_begins(farce_loop *l)
         __atomic_store_n(&ts->seq, ts->seq + 1, __ATOMIC_RELEASE);
         __atomic_store_n(&ts->active, 1, __ATOMIC_RELEASE);
     }
+    return now;
 }
 /* Control is back in the loop: the running fiber's turn is over. Reports a
  * stall the watchdog saw in it. */

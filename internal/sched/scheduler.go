@@ -25,6 +25,7 @@ type Scheduler struct {
 
 	delivered []uint32 // slots handed out by the last Drain, freed at the next poll
 	behind    []Token  // YieldLast waits, finished at the end of the next poll (turns.go)
+	wakeups   LatencyHistogram
 	cancelled int      // slots cancelled while in the ready ring, dropped by Drain
 	events    []driver.Event
 	closed    bool
@@ -165,6 +166,7 @@ func (s *Scheduler) finish(i uint32, result int64) {
 	}
 	sl.state = slotReady
 	sl.result = result
+	sl.readyAt = s.clock()
 	s.ready.push(i)
 }
 
@@ -379,6 +381,7 @@ func (s *Scheduler) fireTimers(now int64) {
 			return
 		}
 		s.finish(i, ResultTimedOut)
+		s.slots.slots[i].readyAt = s.slots.slots[i].deadline // due then, however late the poll
 	}
 }
 

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "ruby_core/timers"
+require_relative "ruby_core/latency"
 
 module Farce
   # farce's pure-Ruby core: the event loop a Farce::Scheduler uses when the
@@ -25,7 +26,7 @@ module Farce
     # :ready (queued to be resumed with `value`), then :finished.
     class Wait
       attr_reader :fiber, :io, :events, :unblockable
-      attr_accessor :state, :timer
+      attr_accessor :state, :timer, :ready_at
 
       def initialize(fiber, io: nil, events: 0, unblockable: false)
         @fiber = fiber
@@ -69,6 +70,7 @@ module Farce
       @stall_threshold = nil
       @stalls = 0
       @idle = 0.0
+      @wakeups = LatencyHistogram.new
     end
 
     def backend
@@ -99,7 +101,12 @@ module Farce
         turn_budget: @turn_budget,
         turns_given: @turns_given,
         stall_threshold: @stall_threshold,
-        stalls: @stalls
+        stalls: @stalls,
+        wakeups: @wakeups.count,
+        wakeup_p50: @wakeups.percentile(0.50),
+        wakeup_p90: @wakeups.percentile(0.90),
+        wakeup_p99: @wakeups.percentile(0.99),
+        wakeup_max: @wakeups.max
       }.merge(load_stats)
     end
 
@@ -411,6 +418,7 @@ module Farce
 
         finish(item)
         @completed += 1
+        @wakeups.record(monotonic - item.ready_at) if item.ready_at
         begin_turn(item.fiber)
         begin
           item.fiber.resume(value) if item.fiber.alive?
@@ -496,8 +504,10 @@ module Farce
           target.timer = nil
           @ready << [target, nil]
         else
+          due = target.timer&.deadline
           target.timer = nil
           make_ready(target, :timed_out)
+          target.ready_at = due if due # wake-up latency counts from the due time, as the native core's
         end
       end
     end
@@ -539,6 +549,7 @@ module Farce
       @parked += 1
       if duration == 0
         wait.state = :ready
+        wait.ready_at = monotonic
         @ready << [wait, :woken]
       elsif duration
         wait.timer = @timers.add(monotonic + duration, wait)
@@ -559,6 +570,7 @@ module Farce
       return unless wait.state == :parked
 
       wait.state = :ready
+      wait.ready_at = monotonic
       detach(wait)
       @ready << [wait, value]
     end

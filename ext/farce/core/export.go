@@ -183,7 +183,7 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	handlesMu.Lock()
 	nextID++
 	id := nextID
-	c := &core{s: sched.New(d, nil)}
+	c := &core{s: sched.New(d, nanotime)} // CLOCK_MONOTONIC: the extension stamps resumes with it
 	c.idle.L = &c.mu
 	handles[id] = c
 	handlesMu.Unlock()
@@ -380,13 +380,13 @@ func (c *core) stopWatchdog() {
 }
 
 // monotonicNS is CLOCK_MONOTONIC, the clock the extension stamps turns with.
-func monotonicNS() int64 {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
-		return 0
-	}
-	return ts.Nano()
-}
+func monotonicNS() int64 { return nanotime() }
+
+// nanotime is the runtime's CLOCK_MONOTONIC reading (vDSO, no system call),
+// the clock the extension's turn and resume stamps use.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 // farce_wake returns 1 when the wait was woken, 0 when it had already ended.
 //
@@ -431,6 +431,25 @@ func farce_forget_fd(h C.int64_t, fd C.int) C.int64_t {
 //
 //export farce_poll
 func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int) C.int64_t {
+	return poll(h, blockNS, out, capacity, nil)
+}
+
+// farce_poll_noting is farce_poll that first takes when the fibers of the
+// previous batch resumed (resumed[k] for its k-th completion, CLOCK_MONOTONIC
+// ns, 0 for one not resumed; nresumed of them) for the wake-up latency
+// histogram (farce_stats).
+//
+//export farce_poll_noting
+func farce_poll_noting(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int,
+	resumed *C.int64_t, nresumed C.int) C.int64_t {
+	var at []int64
+	if resumed != nil && nresumed > 0 {
+		at = unsafe.Slice((*int64)(unsafe.Pointer(resumed)), int(nresumed))
+	}
+	return poll(h, blockNS, out, capacity, at)
+}
+
+func poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int, resumed []int64) C.int64_t {
 	c := lookup(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
@@ -445,6 +464,9 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	}
 	if c.polling {
 		return c.fail(errBusyPolling)
+	}
+	if resumed != nil {
+		c.s.NoteResumed(resumed)
 	}
 	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
 	n, err := c.s.Poll(comps, durationNS(blockNS), pollRelease{c}) // c.mu is unlocked while it sleeps, for stats and wakes
@@ -476,6 +498,14 @@ func farce_stats(h C.int64_t, out *C.int64_t, n C.int) C.int64_t {
 	v[C.FARCE_STAT_ITERATIONS] = int64(st.Iterations)
 	v[C.FARCE_STAT_COMPLETED] = int64(st.Completed)
 	v[C.FARCE_STAT_GOROUTINES] = int64(runtime.NumGoroutine())
+	c.mu.Lock()
+	w := c.s.Wakeups()
+	v[C.FARCE_STAT_WAKEUPS] = int64(w.Count())
+	v[C.FARCE_STAT_WAKEUP_P50_NS] = w.Percentile(0.50)
+	v[C.FARCE_STAT_WAKEUP_P90_NS] = w.Percentile(0.90)
+	v[C.FARCE_STAT_WAKEUP_P99_NS] = w.Percentile(0.99)
+	v[C.FARCE_STAT_WAKEUP_MAX_NS] = w.Max()
+	c.mu.Unlock()
 	return 0
 }
 

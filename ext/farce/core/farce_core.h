@@ -59,6 +59,11 @@ enum {
     FARCE_STAT_ITERATIONS,
     FARCE_STAT_COMPLETED,
     FARCE_STAT_GOROUTINES,
+    FARCE_STAT_WAKEUPS,        /* fibers resumed whose wake-up latency was measured */
+    FARCE_STAT_WAKEUP_P50_NS,  /* wake-up latency percentiles (ready -> running), ns */
+    FARCE_STAT_WAKEUP_P90_NS,
+    FARCE_STAT_WAKEUP_P99_NS,
+    FARCE_STAT_WAKEUP_MAX_NS,
     FARCE_STAT_COUNT
 };
 
