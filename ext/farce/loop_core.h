@@ -93,7 +93,6 @@ struct farce_loop {
 
     farce_completion batch[FARCE_BATCH];
     int batch_pos, batch_len;
-    int64_t resumed_at[FARCE_BATCH]; /* when batch[i]'s fiber resumed (0: it did not), for the next poll */
 
     volatile int in_kernel_wait; /* a wakeup from another thread must write wake_fd */
     double idle_duration;        /* seconds the last blocking poll slept in the kernel */
@@ -117,6 +116,8 @@ struct farce_loop {
     /* Load (stats): time since start and time spent in the kernel wait */
     int64_t created_ns;
     int64_t idle_ns;
+
+    int64_t resumed_at[FARCE_BATCH]; /* when batch[i]'s fiber resumed (0: it did not), for the next poll */
 };
 
 /* ---- lifetime ------------------------------------------------------------- */

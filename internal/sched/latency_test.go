@@ -45,7 +45,7 @@ func TestLatencyPercentilesWithinABucket(t *testing.T) {
 }
 
 // A timer's wake-up latency counts from its due time; a woken wait's from
-// the wake; fibers not resumed (0) are not counted.
+// the poll that hands it out; fibers not resumed (0) are not counted.
 func TestNoteResumedMeasuresFromReadiness(t *testing.T) {
 	h := newHarness(t, false)
 	timer := h.park(time.Millisecond)
@@ -56,7 +56,7 @@ func TestNoteResumedMeasuresFromReadiness(t *testing.T) {
 	require.True(t, h.s.Wake(dropped))
 	got := h.poll()
 	require.Equal(t, []Token{woken, dropped, timer}, tokens(got))
-	now := h.clock.Now()
+	now := h.clock.Now() // the poll's time
 	h.s.NoteResumed([]int64{now + 1000, 0, now + 5000})
 	w := h.s.Wakeups()
 	assert.Equal(t, uint64(2), w.Count())

@@ -26,6 +26,7 @@ type Scheduler struct {
 	delivered []uint32 // slots handed out by the last Drain, freed at the next poll
 	behind    []Token  // YieldLast waits, finished at the end of the next poll (turns.go)
 	wakeups   LatencyHistogram
+	unstamped []uint32 // finished since the last poll, readiness time not yet stamped (latency.go)
 	cancelled int      // slots cancelled while in the ready ring, dropped by Drain
 	events    []driver.Event
 	closed    bool
@@ -166,7 +167,8 @@ func (s *Scheduler) finish(i uint32, result int64) {
 	}
 	sl.state = slotReady
 	sl.result = result
-	sl.readyAt = s.clock()
+	sl.readyAt = 0 // stamped by the poll that hands it out (stampReady), or a timer's deadline
+	s.unstamped = append(s.unstamped, i)
 	s.ready.push(i)
 }
 
@@ -395,6 +397,7 @@ func (s *Scheduler) BeginPoll() time.Duration {
 	s.delivered = s.delivered[:0]
 	s.iterations++
 	now := s.clock()
+	s.stampReady(now)
 	s.fireTimers(now)
 	if s.ready.len() > s.cancelled || len(s.behind) > 0 {
 		return 0
@@ -413,6 +416,7 @@ func (s *Scheduler) EventBuffer() []driver.Event { return s.events }
 // EndPoll applies the events the driver returned, the operations it
 // completed, and fires timers that became due while it blocked.
 func (s *Scheduler) EndPoll(events []driver.Event) {
+	now := s.clock()
 	for _, ev := range events {
 		s.deliver(ev)
 	}
@@ -421,8 +425,9 @@ func (s *Scheduler) EndPoll(events []driver.Event) {
 			s.deliverOp(r)
 		}
 	}
-	s.fireTimers(s.clock())
+	s.fireTimers(now)
 	s.finishBehind()
+	s.stampReady(now)
 }
 
 // Drain moves up to len(out) finished waits into out, oldest first. The
