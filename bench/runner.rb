@@ -9,12 +9,13 @@
 #   BENCH_CONTENDERS=a,b override the contenders. A contender is NAME[+VAR=VALUE...][@RUBY]:
 #                        NAME is farce-BACKEND, farce-ruby, async or threads; @RUBY picks the Ruby
 #                        (3.3 and 3.4 run in the sid chroot; default: the host's, async: 3.3);
-#                        +VAR=VALUE sets an environment variable (farce-epoll+GOMAXPROCS=2@3.3).
+#                        +VAR=VALUE sets an environment variable (farce-epoll+GOMAXPROCS=2@3.3;
+#                        farce-epoll+FARCE_STALL_MS=100@3.3 = with stall detection on).
 #                        Async on Ruby X is the reference of every contender on Ruby X.
 #   BENCH_REFERENCES=0   skip the reference rows (C epoll ping-pong, Ruby floor)
 #   BENCH_EXTRA=1        also io_uring, poll, GOMAXPROCS=1, the pure-Ruby core and threads
 #   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, pp100, http64, http1000, scale0,
-#                        scale10k, timers, queue, xthread, memfiber, memio)
+#                        scale10k, timers, spawnburst, acceptburst, queue, xthread, memfiber, memio)
 #   BENCH_SID_RUN=path   chroot runner (default .ci/sid-run; .ci/sid-setup makes the chroot)
 #   BENCH_NO_README=1    keep bench/README.md and bench/plot.svg (write only bench/results/)
 require "json"
@@ -126,7 +127,8 @@ module Bench
 
     # The same-Ruby headline first (farce and Async on 3.3, then 3.4), then the
     # extra rows: farce on the host's Ruby, farce without its Go scheduler
-    # tick; with BENCH_EXTRA=1 more (they add ~10 minutes to a full run).
+    # tick, farce with stall detection on; with BENCH_EXTRA=1 more (they add
+    # ~10 minutes to a full run).
     def discover_contenders
       if ENV["BENCH_CONTENDERS"]
         return ENV["BENCH_CONTENDERS"].split(",").map(&:strip).reject(&:empty?)
@@ -160,6 +162,8 @@ module Bench
       main = rubies.first || RUBY_ABI
       # farce before its Go scheduler tick (ext/farce/core/sched_tick.go), in the same run
       list << "farce-epoll+FARCE_SCHED_TICK=0@#{main}" if backends.include?("epoll")
+      # what stall detection (issue 16: watchdog, turn stamps) costs, in the same run
+      list << "farce-epoll+FARCE_STALL_MS=100@#{main}" if backends.include?("epoll")
       # BENCH_EXTRA=1: the other backends, GOMAXPROCS=1, the pure-Ruby core, threads
       if ENV["BENCH_EXTRA"] == "1"
         list << "farce-io_uring@#{main}" if backends.include?("io_uring")
@@ -276,6 +280,10 @@ module Bench
                  args: ["queue", "seconds=#{d}"], expect_s: d + 1),
         Case.new(id: "xthread", title: "cross-thread wake-up", kind: :workload,
                  args: ["xthread", "seconds=#{d}"], expect_s: d + 1),
+        Case.new(id: "spawnburst", title: "spawn burst: 2,000 sleeps of 1-100 ms spawned at once", kind: :workload,
+                 args: ["spawn_burst", "count=2000", "max_ms=100"], expect_s: 3),
+        Case.new(id: "acceptburst", title: "accept burst: 1,500 connections in the backlog, 1 ms ticker",
+                 kind: :workload, args: ["accept_burst", "count=1500"], expect_s: 10),
         Case.new(id: "memfiber", title: "memory per parked task", kind: :workload,
                  args: ["memory", "count=#{q ? 3000 : 8000}", "what=fiber"], expect_s: 5),
         Case.new(id: "memio", title: "memory per task parked on a descriptor", kind: :workload,
@@ -527,6 +535,14 @@ module Bench
                 value: ->(r) { r.dig("timers", "timers_per_cpu_second") }),
         Row.new(id: "timersp99", label: "timer lateness p99", unit: "ms", better: :lower,
                 value: ->(r) { r.dig("timers", "lateness_p99_ms") }),
+        Row.new(id: "spawnp50", label: "spawn burst: timer lateness p50", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("spawnburst", "lateness_p50_ms") }),
+        Row.new(id: "spawnp99", label: "spawn burst: timer lateness p99", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("spawnburst", "lateness_p99_ms") }),
+        Row.new(id: "acceptgap", label: "accept burst: ticker's worst gap", unit: "ms", better: :lower,
+                value: ->(r) { r.dig("acceptburst", "worst_gap_ms") }),
+        Row.new(id: "accepttotal", label: "accept burst: total time", unit: "ms", better: :lower,
+                value: ->(r) { (v = r.dig("acceptburst", "burst_s")) && (v * 1000).round(1) }),
         Row.new(id: "queue", label: "Queue hand-off", unit: "round trips/s", better: :higher, plot: true,
                 value: ->(r) { r.dig("queue", "round_trips_per_second") }),
         Row.new(id: "xthread", label: "cross-thread wake-up", unit: "round trips/s", better: :higher, plot: true,
@@ -883,15 +899,21 @@ module Bench
         4. **timers**: 100,000 tasks (fewer when `vm.max_map_count` forbids; see the notes) each `sleep` a random 1–1000 ms (fixed seed). Throughput is
            timers per CPU second of the whole process (all threads, so Go's too). Lateness is wake
            time minus due time, over the timers the spawning loop did not hold up: due after it
-           finished, or woken while it still ran (farce runs a new fiber at once and returns to the
-           spawner only when it blocks, so it fires nothing while the loop spawns; threads and Async
-           interleave). The count of timers measured is in the raw JSON (`lateness_counted`).
+           finished, or woken while it still ran (a scheduler that lets the spawner hold the loop
+           fires nothing while it spawns; the spawn-burst rows below count every timer). The count
+           of timers measured is in the raw JSON (`lateness_counted`).
         5. **Queue hand-off**: two tasks ping-pong through two `Thread::Queue`s. **cross-thread
            wake-up**: a plain `Thread` (outside any scheduler) pushes into a queue that a task waits
            on and waits for its answer on a second queue.
         6. **memory**: RSS growth (after `GC.start`) per task parked on a `Queue#pop`, and per task
            parked in `wait_readable` on its own pipe; "per registered descriptor" is the difference.
            These are noisy (page granularity, malloc arenas): compare orders of magnitude.
+        7. **bursts** (issue 18): **spawn burst**, one task spawns 2,000 tasks without blocking, each
+           `sleep`ing a random 1–100 ms; lateness over every timer, those due while the spawner still
+           ran included. **accept burst**, 1,500 connections (`lib/burst_clients.rb`) wait in the
+           listen backlog when an acceptor starts taking them, one task per connection answering one
+           byte, while a ticker task sleeps 1 ms at a time: the ticker's worst gap (how long the loop
+           was held) and the burst's total time.
 
         Rubies 3.3 and 3.4 run in the Debian sid chroot (`.ci/sid-run`, made by `.ci/sid-setup`);
         farce runs there when `SID_RUBY=3.3 .ci/sid-run rake compile` (and 3.4) has built

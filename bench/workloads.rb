@@ -245,6 +245,92 @@ module Bench
       end
       result
     end
+
+    # 7a. Spawn burst: one task spawns COUNT tasks without blocking, each
+    # sleeping a random 1..MAX_MS ms (same seed for everyone). Lateness =
+    # wake time minus due time over every timer, including those due while
+    # the spawner still ran: a loop that lets the spawner hold it fires them
+    # late by the rest of the burst.
+    def spawn_burst(harness, count: 2000, max_ms: 100)
+      count = Integer(count)
+      max_ms = Integer(max_ms)
+      rng = Random.new(7)
+      durations = Array.new(count) { (1 + rng.rand(max_ms)) / 1000.0 }
+      due = Array.new(count)
+      woke = Array.new(count)
+      spawn_s = nil
+      harness.run do
+        t0 = Bench.now
+        count.times do |i|
+          d = durations[i]
+          harness.spawn do
+            due[i] = Bench.now + d
+            sleep(d)
+            woke[i] = Bench.now
+          end
+        end
+        spawn_s = Bench.now - t0
+      end
+      late = count.times.map { |i| woke[i] - due[i] }.sort
+      { lateness_p50_ms: (Bench.percentile(late, 0.50) * 1000).round(3),
+        lateness_p99_ms: (Bench.percentile(late, 0.99) * 1000).round(3),
+        lateness_max_ms: (late.last * 1000).round(3), spawn_s: spawn_s.round(3), count: count }
+    end
+
+    # 7b. Accept burst: COUNT connections wait in the listen backlog (opened
+    # by a helper process, bench/lib/burst_clients.rb, each with a one-byte
+    # request) when an acceptor task starts taking them, spawning one task
+    # per connection that answers one byte. Meanwhile a ticker task sleeps
+    # 1 ms at a time. Reports the ticker's worst gap during the burst (how
+    # long the loop was held) and the burst's total time (first accept to
+    # last answer).
+    def accept_burst(harness, count: 1500)
+      count = Integer(count)
+      Bench.raise_nofile
+      server = TCPServer.new("127.0.0.1", 0)
+      server.listen(4096)
+      clients = IO.popen([RbConfig.ruby, File.join(__dir__, "lib", "burst_clients.rb"),
+                          server.addr[1].to_s, count.to_s], "r+")
+      line = clients.gets
+      abort "burst_clients: #{line.inspect}" unless line == "connected\n"
+      worst_gap = 0.0
+      ticks = 0
+      burst_s = nil
+      harness.run do
+        answered = 0
+        bursting = true
+        started = Bench.now
+        harness.spawn do
+          last = Bench.now
+          while bursting
+            sleep 0.001
+            t = Bench.now
+            worst_gap = t - last if t - last > worst_gap
+            last = t
+            ticks += 1
+          end
+        end
+        harness.spawn do
+          count.times do
+            client = server.accept
+            harness.spawn do
+              client.readpartial(1)
+              client.write("y")
+              client.close
+              answered += 1
+              if answered == count
+                burst_s = Bench.now - started
+                bursting = false
+              end
+            end
+          end
+        end
+      end
+      clients.close
+      { worst_gap_ms: (worst_gap * 1000).round(3), burst_s: burst_s.round(3), ticks: ticks, count: count }
+    ensure
+      server&.close
+    end
   end
 end
 
@@ -254,7 +340,7 @@ if $PROGRAM_NAME == __FILE__
   params = pairs.to_h { |kv| k, v = kv.split("=", 2); [k.to_sym, v] }
   harness = Bench::Harness.new(contender)
   unless Bench::Workloads.respond_to?(workload)
-    abort "unknown workload #{workload} (pingpong scale timers queue xthread memory)"
+    abort "unknown workload #{workload} (pingpong scale timers queue xthread memory spawn_burst accept_burst)"
   end
   result = Bench::Workloads.public_send(workload, harness, **params)
   puts JSON.generate(contender: contender, workload: workload, params: params,

@@ -98,6 +98,11 @@ static int64_t none_yield(int64_t h, uint64_t *tok) { return -FARCE_E_HANDLE; }
 static int64_t none_token(int64_t h, uint64_t tok) { return -FARCE_E_HANDLE; }
 static int64_t none_fd(int64_t h, int fd) { return -FARCE_E_HANDLE; }
 static int64_t none_poll(int64_t h, int64_t b, farce_completion *o, int c) { return -FARCE_E_HANDLE; }
+static int64_t none_poll_noting(int64_t h, int64_t b, farce_completion *o, int c, int64_t *r, int nr)
+{
+    return -FARCE_E_HANDLE;
+}
+static int64_t none_stall_watch(int64_t h, farce_turn_state *st, int64_t t, int signo) { return -FARCE_E_HANDLE; }
 static int64_t none_stats(int64_t h, int64_t *o, int n) { return -FARCE_E_HANDLE; }
 static int64_t none_submit(int64_t h, int k, int fd, uint64_t p, uint64_t l, int64_t off, uint64_t *tok)
 {
@@ -110,7 +115,8 @@ static int64_t none_probe(int fd, uint32_t events) { return -FARCE_E_HANDLE; }
 
 static const struct farce_core_api no_core = {
     .abi = none_abi, .new_ = none_new, .close = none_h, .last_error = none_last_error, .wait_fd = none_wait_fd,
-    .park = none_park, .yield = none_yield, .wake = none_token, .cancel = none_token, .forget_fd = none_fd,
+    .park = none_park, .yield = none_yield, .yield_last = none_yield, .poll_noting = none_poll_noting,
+    .stall_watch = none_stall_watch, .wake = none_token, .cancel = none_token, .forget_fd = none_fd,
     .poll = none_poll, .stats = none_stats, .ops_supported = none_h, .submit_op = none_submit,
     .cancel_op = none_token, .ops_in_flight = none_h, .drain_ops = none_drain, .backends = none_backends,
     .probe = none_probe,
@@ -246,6 +252,9 @@ static enum open_result open_core(struct core_copy *c, const char *file, struct 
     RESOLVE(stats, "farce_stats");
     RESOLVE(backends, "farce_backends");
     RESOLVE(probe, "farce_probe");
+    *(void **)&c->api.yield_last = dlsym(handle, "farce_yield_last");
+    *(void **)&c->api.stall_watch = dlsym(handle, "farce_stall_watch");
+    *(void **)&c->api.poll_noting = dlsym(handle, "farce_poll_noting");
     *(void **)&c->api.ops_supported = dlsym(handle, "farce_ops_supported");
     *(void **)&c->api.submit_op = dlsym(handle, "farce_submit_op");
     *(void **)&c->api.cancel_op = dlsym(handle, "farce_cancel_op");

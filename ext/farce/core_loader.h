@@ -16,6 +16,13 @@ struct farce_core_api {
     int64_t (*wait_fd)(int64_t h, int fd, uint32_t events, int64_t timeout_ns, int known, uint64_t *token);
     int64_t (*park)(int64_t h, int64_t timeout_ns, uint64_t *token);
     int64_t (*yield)(int64_t h, uint64_t *token);
+    /* optional (NULL in an older core): a yield behind the next poll's timers and events */
+    int64_t (*yield_last)(int64_t h, uint64_t *token);
+    /* optional (NULL in an older core): farce_poll taking the last batch's resume stamps */
+    int64_t (*poll_noting)(int64_t h, int64_t block_ns, farce_completion *out, int capacity, int64_t *resumed,
+                           int nresumed);
+    /* optional (NULL in an older core): the stall watchdog (stall.c) */
+    int64_t (*stall_watch)(int64_t h, farce_turn_state *state, int64_t threshold_ns, int signo);
     int64_t (*wake)(int64_t h, uint64_t token);
     int64_t (*cancel)(int64_t h, uint64_t token);
     int64_t (*forget_fd)(int64_t h, int fd);

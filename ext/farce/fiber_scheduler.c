@@ -22,6 +22,7 @@
 #include "wait_table.h"
 #include "positional_io.h"
 #include "op_pins.h"
+#include "stall.h"
 
 static VALUE cScheduler;
 
@@ -83,7 +84,9 @@ static void dispatch(farce_loop *l)
     }
 }
 
-static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0, can_park};
+static void give_turn(farce_loop *l);
+
+static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0, can_park, give_turn};
 
 /* ---- GC -------------------------------------------------------------------- */
 
@@ -221,7 +224,9 @@ static VALUE run_rescued(VALUE self)
 
 static VALUE run_done(VALUE self)
 {
-    sched_of(self)->running = sched_of(self)->loop.running = 0;
+    farce_sched *s = sched_of(self);
+    if (live(s)) farce_loop_turn_ends(&s->loop); /* a stall in the last turn is reported */
+    s->running = s->loop.running = 0;
     return Qnil;
 }
 
@@ -236,6 +241,7 @@ static VALUE sched_run(VALUE self)
                  "not from a fiber the scheduler runs: it is not re-entrant");
     }
     s->running = s->loop.running = 1;
+    farce_stall_thread_changed(&s->loop);
     return rb_ensure(run_rescued, self, run_done, self);
 }
 
@@ -311,6 +317,74 @@ static VALUE sched_stats(VALUE self)
     return h;
 }
 
+/* Parks the current fiber on a wait that finishes at the next poll (behind
+ * that poll's timers and events when `last`). */
+static void yield_fiber(farce_sched *s, int last)
+{
+    uint64_t token = 0;
+    farce_stack_guard();
+    const struct farce_core_api *core = s->loop.core;
+    int64_t r = last && core->yield_last ? core->yield_last(s->loop.handle, &token) : core->yield(s->loop.handle, &token);
+    if (r < 0) farce_loop_raise(&s->loop, r, "yield");
+    farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qundef);
+}
+
+/* The running fiber held the loop past its turn budget (loop_core.c). A
+ * fiber that can park (farce_loop_can_park: the same test every wait
+ * makes, issue 13 item 3) yields to the loop, which resumes it after one
+ * iteration. The thread's own fiber (spawning before `run`, or between
+ * runs) cannot yield: it runs one iteration itself, without waiting in the
+ * kernel, as `run` would. A blocking fiber while `run` runs gets nothing. */
+static void give_turn(farce_loop *l)
+{
+    farce_sched *s = (farce_sched *)l;
+    if (farce_loop_can_park(l)) {
+        yield_fiber(s, 1);
+        return;
+    }
+    if (s->running) return;
+    if (!farce_loop_batch_pending(l)) {
+        if (s->inbox_len) drain_inbox(s);
+        farce_loop_poll(l, 0);
+    }
+    dispatch(l);
+    if (l->closed) farce_loop_finish_release(l); /* closed from another thread meanwhile */
+}
+
+/* call-seq: __turn_check -> nil
+ * Fiber.schedule's turn check (Scheduler#fiber): the loop gets its turn
+ * before the new fiber starts when the caller held it past the budget. */
+static VALUE sched_turn_check(VALUE self)
+{
+    farce_sched *s = sched_of(self);
+    if (!live(s)) return Qnil; /* a closed scheduler raises in the fiber's hooks */
+    /* Fiber.schedule called by hand on another thread's scheduler: only
+     * the loop's own thread may poll it (issue 13 item 5); its hooks say so */
+    if (rb_thread_current() != s->loop.thread) return Qnil;
+    /* Fiber.schedule outside the loop's turns (Farce.run's first fiber, a
+     * spawner before `run`): application code runs on the loop's thread,
+     * which the stall watchdog must see as a turn */
+    if (s->loop.turns && !s->loop.turns->active) farce_loop_turn_begins(&s->loop);
+    farce_loop_turn_check(&s->loop);
+    return Qnil;
+}
+
+/* call-seq: __turn_budget=(seconds or nil) */
+static VALUE sched_set_turn_budget(VALUE self, VALUE seconds)
+{
+    sched_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);
+    return seconds;
+}
+
+/* call-seq: __stall_threshold=(seconds or nil)
+ * Stall detection on (seconds > 0) or off; reports go to __report_stall
+ * (lib/farce/stall.rb). */
+static VALUE sched_set_stall_threshold(VALUE self, VALUE seconds)
+{
+    farce_loop_watch_stalls(&get_sched(self)->loop, farce_turn_budget_ns(seconds));
+    return seconds;
+}
+
 /* ---- hooks: waits ---------------------------------------------------------- */
 
 /* call-seq: io_wait(io, events, timeout) -> events or false */
@@ -324,6 +398,7 @@ static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
         rb_raise(rb_eArgError, "io_wait: invalid events %d for fd %d (use IO::READABLE, IO::PRIORITY, IO::WRITABLE)", ev, fd);
     }
     int64_t tmo = farce_timeout_ns(timeout);
+    farce_loop_turn_check(&s->loop);
     farce_fd_ent *f = farce_fd_table_entry(&s->loop.fds, s->loop.handle, s->loop.backend, io, fd);
     if (!f->pollable) return INT2NUM(ev);
     int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, tmo, FARCE_KNOWN_UNKNOWN);
@@ -477,12 +552,7 @@ static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
  * next loop iteration. Unlike kernel_sleep(0), `unblock` cannot end it. */
 static VALUE sched_yield(VALUE self)
 {
-    farce_sched *s = get_sched(self);
-    uint64_t token = 0;
-    farce_stack_guard();
-    int64_t r = s->loop.core->yield(s->loop.handle, &token);
-    if (r < 0) farce_loop_raise(&s->loop, r, "yield");
-    farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qundef);
+    yield_fiber(get_sched(self), 0);
     return Qnil;
 }
 
@@ -564,6 +634,9 @@ void farce_fiber_scheduler_init(VALUE mFarce)
     rb_define_private_method(cScheduler, "__cancel_alarm", sched_cancel_alarm, 1);
     rb_define_private_method(cScheduler, "__offload", sched_offload, 1);
     rb_define_private_method(cScheduler, "__process_wait", sched_process_wait, 2);
+    rb_define_private_method(cScheduler, "__turn_check", sched_turn_check, 0);
+    rb_define_private_method(cScheduler, "__turn_budget=", sched_set_turn_budget, 1);
+    rb_define_private_method(cScheduler, "__stall_threshold=", sched_set_stall_threshold, 1);
 
     rb_define_method(cScheduler, "run", sched_run, 0);
     rb_define_method(cScheduler, "closed?", sched_closed_p, 0);

@@ -32,6 +32,7 @@
 #include "io_transfer.h"
 #include "loop_core.h"
 #include "wait_table.h"
+#include "stall.h"
 
 static VALUE cSelector;
 static ID id_alive_p, id_transfer, id_raise, id_process_wait;
@@ -51,9 +52,18 @@ static const rb_data_type_t sel_type;
 
 /* ---- how its fibers switch ------------------------------------------------- */
 
+/* A fiber going back to the loop fiber ends its turn; what the loop fiber
+ * runs next (Async's timers resume fibers without us) is a new one. */
+static inline void next_turn(farce_loop *l)
+{
+    farce_loop_turn_ends(l);
+    farce_loop_turn_begins(l);
+}
+
 static VALUE transfer_to_loop(VALUE self)
 {
     farce_selector *s = rb_check_typeddata(self, &sel_type);
+    next_turn(&s->loop);
     return rb_fiber_transfer(s->loop_fiber, 0, NULL);
 }
 
@@ -75,7 +85,9 @@ static long dispatch(farce_loop *l)
 /* Anything but the loop fiber can transfer to the loop and be transferred back. */
 static int can_park(VALUE self) { return rb_fiber_current() != ((farce_selector *)rb_check_typeddata(self, &sel_type))->loop_fiber; }
 
-static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1, can_park};
+static void give_turn(farce_loop *l);
+
+static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1, can_park, give_turn};
 
 /* ---- GC ------------------------------------------------------------------ */
 
@@ -165,6 +177,7 @@ static int run_ready(farce_selector *s)
         VALUE obj = s->ring[pos & s->mask];
         s->ring[pos & s->mask] = Qnil;
         if (NIL_P(obj)) continue;
+        farce_loop_turn_begins(&s->loop);
         if (rb_obj_is_fiber(obj)) {
             if (RTEST(rb_fiber_alive_p(obj))) rb_fiber_transfer(obj, 0, NULL);
         } else if (RTEST(rb_funcall(obj, id_alive_p, 0))) {
@@ -187,6 +200,7 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
     rb_check_arity(argc, 0, 1);
     int64_t block_ns = farce_timeout_ns(argc ? argv[0] : Qnil);
     l->idle_duration = 0.0;
+    farce_loop_turn_ends(l);
 
     /* completions taken by a select that an exception cut short */
     long resumed = dispatch(l);
@@ -194,6 +208,8 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         farce_loop_finish_release(l); /* close from another thread */
         return LONG2NUM(resumed);
     }
+    /* the stall watchdog lives in the core: start it before fibers run */
+    if (!l->handle && l->stall_threshold_ns > 0 && ready_any(s)) farce_loop_start(l, NULL);
     if (run_ready(s) || resumed) block_ns = 0;
     if (l->closed) return LONG2NUM(resumed);
     if (!l->handle) {
@@ -211,6 +227,9 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         if (l->closed || n < FARCE_BATCH) break;
     }
     if (l->closed) farce_loop_finish_release(l);
+    /* Async runs its timers and resumes their fibers itself after select:
+     * their turn starts here */
+    farce_loop_turn_begins(l);
     return LONG2NUM(resumed);
 }
 
@@ -224,6 +243,9 @@ static VALUE sel_initialize(VALUE self, VALUE loop_fiber)
     farce_core_check_usable(); /* fail here, not at the first wait, in a child that can never use Go */
     s->loop_fiber = loop_fiber;
     s->loop.thread = rb_thread_current();
+    /* FARCE_STALL_MS (lib/farce/stall.rb) */
+    VALUE threshold = rb_funcall(rb_define_module("Farce"), rb_intern("stall_threshold_from_environment"), 0);
+    if (!NIL_P(threshold)) farce_loop_watch_stalls(&s->loop, farce_turn_budget_ns(threshold));
     return self;
 }
 
@@ -282,6 +304,7 @@ static VALUE sel_wakeup(VALUE self)
 static VALUE sel_transfer(VALUE self)
 {
     farce_selector *s = get_sel(self);
+    next_turn(&s->loop);
     return rb_fiber_transfer(s->loop_fiber, 0, NULL);
 }
 
@@ -322,8 +345,45 @@ static VALUE switch_queued(VALUE self, enum switch_kind kind, VALUE target, int 
 {
     farce_selector *s = get_sel(self);
     struct switch_args a = {self, kind, target, argc, argv, rb_keyword_given_p(), 0};
+    next_turn(&s->loop);
     a.pos = ready_push(s, rb_fiber_current());
     return rb_ensure(do_switch, (VALUE)&a, unqueue, (VALUE)&a);
+}
+
+/* The running fiber held the loop past its turn budget (loop_core.c): it
+ * goes on the ready list and transfers to the loop fiber, as `yield` does;
+ * the next select transfers back. Not from the loop fiber itself. */
+static void give_turn(farce_loop *l)
+{
+    farce_selector *s = (farce_selector *)l;
+    if (NIL_P(s->loop_fiber) || rb_fiber_current() == s->loop_fiber) return;
+    switch_queued(l->owner, SWITCH_TO_LOOP, s->loop_fiber, 0, NULL);
+}
+
+/* call-seq: turn_budget -> seconds or nil (none) */
+static VALUE sel_turn_budget(VALUE self)
+{
+    int64_t ns = sel_of(self)->loop.turn_budget_ns;
+    return ns > 0 ? DBL2NUM(ns / 1e9) : Qnil;
+}
+
+/* call-seq: turn_budget = seconds or nil
+ * How long a fiber may run before a read, write or wait that would not
+ * block gives the loop a turn first (default 2 ms; nil: never). */
+static VALUE sel_set_turn_budget(VALUE self, VALUE seconds)
+{
+    sel_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);
+    return seconds;
+}
+
+/* call-seq: __stall_threshold=(seconds or nil)
+ * Stall detection on (seconds > 0) or off (lib/farce/stall.rb); applied when
+ * the core starts if it has not yet. */
+static VALUE sel_set_stall_threshold(VALUE self, VALUE seconds)
+{
+    farce_selector *s = get_sel(self);
+    farce_loop_watch_stalls(&s->loop, farce_turn_budget_ns(seconds));
+    return seconds;
 }
 
 /* call-seq: resume(fiber, *arguments) */
@@ -452,6 +512,9 @@ void farce_io_event_selector_init(VALUE mFarce)
     rb_define_method(cSelector, "backend", sel_backend, 0);
     rb_define_method(cSelector, "stats", sel_stats, 0);
     rb_define_method(cSelector, "idle_duration", sel_idle_duration, 0);
+    rb_define_method(cSelector, "turn_budget", sel_turn_budget, 0);
+    rb_define_method(cSelector, "turn_budget=", sel_set_turn_budget, 1);
+    rb_define_private_method(cSelector, "__stall_threshold=", sel_set_stall_threshold, 1);
     rb_define_method(cSelector, "close", sel_close, 0);
     rb_define_method(cSelector, "closed?", sel_closed_p, 0);
     rb_define_method(cSelector, "wakeup", sel_wakeup, 0);

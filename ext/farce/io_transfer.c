@@ -140,6 +140,7 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
                         enum farce_direction direction)
 {
     int reading = direction == FARCE_READ;
+    farce_loop_turn_check(l); /* a transfer that never waits must not hold the loop (loop_core.c) */
     io = rb_io_get_io(io);
     int fd = farce_io_descriptor(io);
     size_t length = NUM2SIZET(length_v);

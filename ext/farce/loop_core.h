@@ -72,6 +72,10 @@ typedef struct {
      * blocking wait with the GVL released instead, as Ruby itself does
      * without a scheduler (issue 13 item 3). Asked only before a wait. */
     int (*can_park)(VALUE owner);
+    /* Gives the loop a turn because the running fiber held it past the turn
+     * budget (farce_loop_turn_check): the fiber is queued as ready and the
+     * loop runs an iteration before it continues. */
+    void (*give_turn)(farce_loop *l);
 } farce_front_end;
 
 struct farce_loop {
@@ -109,6 +113,27 @@ struct farce_loop {
     int release_pending;         /* closed, but the release waits for the loop's thread (op_pins.c) */
     int ops_registered;          /* on the keeper's list (op_pins.c) */
     farce_loop *ops_next, *ops_prev;
+
+    /* Turns: the loop resumed a fiber at turn_started_ns; a fiber
+     * that holds the loop past turn_budget_ns (0: no budget) gives it a
+     * turn at its next hook that would not block. */
+    int64_t turn_started_ns;
+    int64_t turn_budget_ns;
+    long turns_given;            /* turns given because the budget ran out (stats) */
+
+    /* Stall detection (stall.c): the turns as the core's watchdog sees them
+     * (NULL until detection is first turned on; then the core's memory). */
+    farce_turn_state *turns;
+    int64_t stall_threshold_ns;  /* 0: off */
+    int64_t stall_sampled_seq, stall_reported_seq;
+    long stall_reports;
+    VALUE stall_fiber, stall_backtrace; /* the sample of the current stall */
+
+    /* Load (stats): time since start and time spent in the kernel wait */
+    int64_t created_ns;
+    int64_t idle_ns;
+
+    int64_t resumed_at[FARCE_BATCH]; /* when batch[i]'s fiber resumed (0: it did not), for the next poll */
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -189,6 +214,53 @@ VALUE farce_loop_stats(farce_loop *l);
 /* The backends this system's core offers (Go's list, "auto" first), as
  * symbols; loads the core. */
 VALUE farce_backend_names(void);
+
+/* ---- turns ------------------------------------------------------------------ */
+
+/* The turn budget when none is given: see farce_loop_give_turn for the measurements. */
+#define FARCE_DEFAULT_TURN_BUDGET_NS 2000000LL
+
+static inline int64_t farce_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+void farce_stall_report(farce_loop *l);
+/* The loop is about to switch to a fiber it took from its ready work: a new
+ * turn starts (and is published for the stall watchdog). */
+static inline int64_t farce_loop_turn_begins(farce_loop *l)
+{
+    int64_t now = farce_monotonic_ns();
+    l->turn_started_ns = now;
+    farce_turn_state *ts = l->turns;
+    if (ts) {
+        __atomic_store_n(&ts->started_ns, now, __ATOMIC_RELAXED);
+        __atomic_store_n(&ts->seq, ts->seq + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&ts->active, 1, __ATOMIC_RELEASE);
+    }
+    return now;
+}
+/* Control is back in the loop: the running fiber's turn is over. Reports a
+ * stall the watchdog saw in it. */
+static inline void farce_loop_turn_ends(farce_loop *l)
+{
+    farce_turn_state *ts = l->turns;
+    if (!ts || !ts->active) return;
+    __atomic_store_n(&ts->active, 0, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) == ts->seq) farce_stall_report(l);
+}
+void farce_loop_give_turn(farce_loop *l);
+/* Budget in seconds (nil or 0: none) to nanoseconds; raises ArgumentError
+ * for NaN and negative values. */
+int64_t farce_turn_budget_ns(VALUE seconds);
+/* Called by hooks at the point where they would return without blocking
+ * (and by Fiber.schedule): when the running fiber has held the loop longer
+ * than the budget, the loop gets a turn first. */
+static inline void farce_loop_turn_check(farce_loop *l)
+{
+    if (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns) farce_loop_give_turn(l);
+}
 
 /* ---- small helpers --------------------------------------------------------- */
 

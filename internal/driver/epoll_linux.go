@@ -88,7 +88,7 @@ func (e *Epoll) Wait(buf []Event, timeout time.Duration) (int, error) {
 	if max == 0 {
 		return 0, nil
 	}
-	n, err := unix.EpollWait(e.epfd, e.raw[:max], timeoutMillis(timeout))
+	n, err := epollWait(e.epfd, e.raw[:max], timeout)
 	if err != nil {
 		return 0, err // EINTR included: the caller decides
 	}

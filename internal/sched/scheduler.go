@@ -24,6 +24,9 @@ type Scheduler struct {
 	fds    fdTable
 
 	delivered []uint32 // slots handed out by the last Drain, freed at the next poll
+	behind    []Token  // YieldLast waits, finished at the end of the next poll (turns.go)
+	wakeups   LatencyHistogram
+	unstamped []uint32 // finished since the last poll, readiness time not yet stamped (latency.go)
 	cancelled int      // slots cancelled while in the ready ring, dropped by Drain
 	events    []driver.Event
 	closed    bool
@@ -164,6 +167,8 @@ func (s *Scheduler) finish(i uint32, result int64) {
 	}
 	sl.state = slotReady
 	sl.result = result
+	sl.readyAt = 0 // stamped by the poll that hands it out (stampReady), or a timer's deadline
+	s.unstamped = append(s.unstamped, i)
 	s.ready.push(i)
 }
 
@@ -378,6 +383,7 @@ func (s *Scheduler) fireTimers(now int64) {
 			return
 		}
 		s.finish(i, ResultTimedOut)
+		s.slots.slots[i].readyAt = s.slots.slots[i].deadline // due then, however late the poll
 	}
 }
 
@@ -391,8 +397,9 @@ func (s *Scheduler) BeginPoll() time.Duration {
 	s.delivered = s.delivered[:0]
 	s.iterations++
 	now := s.clock()
+	s.stampReady(now)
 	s.fireTimers(now)
-	if s.ready.len() > s.cancelled {
+	if s.ready.len() > s.cancelled || len(s.behind) > 0 {
 		return 0
 	}
 	i, ok := s.timers.peek()
@@ -409,6 +416,7 @@ func (s *Scheduler) EventBuffer() []driver.Event { return s.events }
 // EndPoll applies the events the driver returned, the operations it
 // completed, and fires timers that became due while it blocked.
 func (s *Scheduler) EndPoll(events []driver.Event) {
+	now := s.clock()
 	for _, ev := range events {
 		s.deliver(ev)
 	}
@@ -417,7 +425,9 @@ func (s *Scheduler) EndPoll(events []driver.Event) {
 			s.deliverOp(r)
 		}
 	}
-	s.fireTimers(s.clock())
+	s.fireTimers(now)
+	s.finishBehind()
+	s.stampReady(now)
 }
 
 // Drain moves up to len(out) finished waits into out, oldest first. The

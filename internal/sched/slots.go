@@ -19,6 +19,7 @@ type slot struct {
 	next     int32
 	heapIdx  int32 // position in the timer heap, -1 when untimed
 	deadline int64 // monotonic nanoseconds
+	readyAt  int64 // when it finished (a timer: its deadline), for the wake-up latency
 	result   int64
 	// Completion operations (SubmitOp): op marks the slot as one, opFD is
 	// its descriptor; cancelling: CancelOp asked the kernel to stop it;

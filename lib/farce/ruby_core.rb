@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "ruby_core/timers"
+require_relative "ruby_core/latency"
 
 module Farce
   # farce's pure-Ruby core: the event loop a Farce::Scheduler uses when the
@@ -25,7 +26,7 @@ module Farce
     # :ready (queued to be resumed with `value`), then :finished.
     class Wait
       attr_reader :fiber, :io, :events, :unblockable
-      attr_accessor :state, :timer
+      attr_accessor :state, :timer, :ready_at
 
       def initialize(fiber, io: nil, events: 0, unblockable: false)
         @fiber = fiber
@@ -67,6 +68,15 @@ module Farce
       @iterations = 0
       @completed = 0
       @last_scan = monotonic
+      @turn_budget = nil
+      @turn_started = @created = monotonic
+      @turns_given = 0
+      @turn_seq = 0
+      @turn_active = false
+      @stall_threshold = nil
+      @stalls = 0
+      @idle = 0.0
+      @wakeups = LatencyHistogram.new
     end
 
     def backend
@@ -93,8 +103,23 @@ module Farce
         completed_waits: @completed,
         goroutines: 0,
         completion_ops: false,
-        completion_ops_submitted: 0
-      }
+        completion_ops_submitted: 0,
+        turn_budget: @turn_budget,
+        turns_given: @turns_given,
+        stall_threshold: @stall_threshold,
+        stalls: @stalls,
+        wakeups: @wakeups.count,
+        wakeup_p50: @wakeups.percentile(0.50),
+        wakeup_p90: @wakeups.percentile(0.90),
+        wakeup_p99: @wakeups.percentile(0.99),
+        wakeup_max: @wakeups.max
+      }.merge(load_stats)
+    end
+
+    def load_stats
+      total = monotonic - @created
+      idle = [@idle, total].min
+      { idle_seconds: idle, busy_seconds: total - idle, load: total.positive? ? (total - idle) / total : 0.0 }
     end
 
     # ---- bookkeeping the Ruby half of Farce::Scheduler calls (scheduler.rb)
@@ -146,6 +171,52 @@ module Farce
       @interrupts.clear
       @timers = Timers.new
       @parked = 0
+      nil
+    end
+
+    # ---- turns (see ext/farce/loop_core.c: the native core's, the same) ----
+
+    # Seconds a fiber may hold the loop before a hook that would not block
+    # gives the loop a turn (nil: never); Scheduler.new(turn_budget:) sets it.
+    attr_accessor :turn_budget
+
+    # Called where a hook would go on without blocking (Fiber.schedule, a
+    # read or write that moved data): past the budget, a fiber of ours
+    # yields (the loop resumes it after one iteration); the thread's own
+    # fiber, outside `run`, runs one iteration itself without waiting.
+    def turn_check
+      begin_turn(Fiber.current) if @stall_threshold && !@turn_active # see the native __turn_check
+      budget = @turn_budget
+      return nil unless budget && monotonic - @turn_started >= budget && !closed?
+
+      @turns_given += 1
+      if !Fiber.blocking?
+        park(Wait.new(Fiber.current), 0)
+      elsif !@running
+        @iterations += 1
+        drain_inbox
+        wait_for_events(poll_only: true)
+        resume_ready
+      end
+      @turn_started = monotonic
+      nil
+    end
+
+    # ---- stall detection (the native core's is ext/farce/stall.c) ----------
+
+    # Stall detection on (seconds) or off (nil); reporter gets
+    # __report_stall(fiber, seconds, backtrace) when a stalled turn ends.
+    # A watchdog thread samples the loop thread's backtrace (the running
+    # fiber's) once a turn passes the threshold: it gets the GVL at Ruby's
+    # next thread switch (a time slice, 100 ms), or when a C call holding
+    # the GVL returns, so short thresholds are seen late, never lost.
+    def watch_stalls(seconds, reporter)
+      @stall_threshold = seconds
+      @stall_reporter = reporter
+      return nil if !seconds || @stall_watchdog&.alive?
+
+      @stall_watchdog = Thread.new { stall_watchdog }
+      @stall_watchdog.report_on_exception = false
       nil
     end
 
@@ -294,7 +365,41 @@ module Farce
 
     private
 
+    def stall_watchdog
+      seen = nil
+      while (threshold = @stall_threshold) && @open && !inert?
+        sleep((threshold / 4).clamp(0.001, 0.05))
+        seq = @turn_seq
+        threshold = @stall_threshold or break # turned off meanwhile
+        next unless @turn_active && seq != seen && monotonic - @turn_started >= threshold
+
+        seen = seq
+        backtrace = @thread.backtrace || []
+        @stall_sample = [seq, @turn_fiber, backtrace] if @turn_active && @turn_seq == seq
+      end
+    end
+
+    def begin_turn(fiber)
+      end_turn if @turn_active
+      @turn_started = monotonic
+      @turn_fiber = fiber
+      @turn_seq += 1
+      @turn_active = true
+    end
+
+    # The turn that just ended: reported if the watchdog sampled it.
+    def end_turn
+      @turn_active = false
+      sample = @stall_sample
+      return unless sample && sample[0] == @turn_seq && @stall_threshold
+
+      @stall_sample = nil
+      @stalls += 1
+      @stall_reporter&.__send__(:__report_stall, sample[1], monotonic - @turn_started, sample[2])
+    end
+
     def loop_until_idle
+      end_turn if @turn_active # Fiber.schedule's turns before run (turn_check)
       while @open
         @iterations += 1
         resume_ready
@@ -330,7 +435,13 @@ module Farce
 
         finish(item)
         @completed += 1
-        item.fiber.resume(value) if item.fiber.alive?
+        @wakeups.record(monotonic - item.ready_at) if item.ready_at
+        begin_turn(item.fiber)
+        begin
+          item.fiber.resume(value) if item.fiber.alive?
+        ensure
+          end_turn
+        end
       end
     end
 
@@ -352,7 +463,7 @@ module Farce
 
     # One IO.select over every parked IO and the wake pipe, bounded by the
     # next timer (and the close scan while IOs are parked).
-    def wait_for_events
+    def wait_for_events(poll_only: false)
       scan_closed
       readers = [@wake_r]
       writers = []
@@ -363,9 +474,11 @@ module Farce
         writers << io if (events & IO::WRITABLE) != 0
         priority << io if (events & IO::PRIORITY) != 0
       end
-      timeout = select_timeout
+      timeout = poll_only ? 0 : select_timeout
       begin
+        waited = monotonic
         ready = IO.select(readers, writers, priority, timeout)
+        @idle += monotonic - waited
       rescue IOError, Errno::EBADF
         find_closed # an IO closed (by another thread) since the scan
         return
@@ -408,8 +521,10 @@ module Farce
           target.timer = nil
           @ready << [target, nil]
         else
+          due = target.timer&.deadline
           target.timer = nil
           make_ready(target, :timed_out)
+          target.ready_at = due if due # wake-up latency counts from the due time, as the native core's
         end
       end
     end
@@ -457,6 +572,7 @@ module Farce
       early = wait.unblockable && !@early_unblocks.empty? && @early_unblocks.delete(wait.fiber)
       if duration == 0 || early
         wait.state = :ready
+        wait.ready_at = monotonic
         @ready << [wait, :woken]
       elsif duration
         wait.timer = @timers.add(monotonic + duration, wait)
@@ -477,6 +593,7 @@ module Farce
       return unless wait.state == :parked
 
       wait.state = :ready
+      wait.ready_at = monotonic
       detach(wait)
       @ready << [wait, value]
     end
@@ -506,6 +623,7 @@ module Farce
 
     def transfer(io, buffer, length, offset, reading:)
       usable!
+      turn_check
       io = to_io(io)
       raise TypeError, "wrong argument type #{buffer.class} (expected IO::Buffer)" unless buffer.is_a?(IO::Buffer)
 

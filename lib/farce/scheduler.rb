@@ -5,6 +5,7 @@ require_relative "worker_pool"
 require_relative "select"
 require_relative "ruby_core"
 require_relative "ruby_core/hooks"
+require_relative "stall"
 
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
@@ -15,9 +16,18 @@ module Farce
   # Without the native core, the same methods run on farce's pure-Ruby core
   # (lib/farce/ruby_core.rb); `backend` is then :ruby.
   class Scheduler
+    include StallReporting
+
     # The default for backend: (Farce.backend_from_environment).
     FROM_ENVIRONMENT = Object.new.freeze
     private_constant :FROM_ENVIRONMENT
+
+    # How long (seconds) a fiber may hold the loop before the next hook that
+    # would not block (Fiber.schedule, a read or write that finds data, an
+    # io_wait on a ready descriptor) gives the loop a turn first: measured
+    # in bench/README.md (spawn and accept bursts). The C core keeps the
+    # same figure (FARCE_DEFAULT_TURN_BUDGET_NS).
+    DEFAULT_TURN_BUDGET = 0.002
 
     # backend: :auto picks the best available driver (see #fallback_reason),
     # or name one of Farce.backends (what this system's core offers), or :ruby
@@ -28,16 +38,43 @@ module Farce
     # runs blocking operations (Ruby 3.4's blocking_operation_wait) and
     # pread/pwrite off the loop's thread, and how many jobs may wait for a
     # free thread. Threads start on first use.
+    #
+    # turn_budget: seconds a fiber may run without blocking before the loop
+    # gets a turn (timers fire, ready fibers run) at its next hook that would
+    # not block; nil turns it off (a fiber then holds the loop until it blocks).
+    #
+    # stall_threshold, on_stall: when one fiber runs longer than
+    # stall_threshold seconds without giving the loop back, on_stall gets a
+    # Farce::StallReport (fiber, duration, backtrace where it was stuck) when
+    # it does (default: one line on $stderr). Off unless given or set by
+    # FARCE_STALL_MS (milliseconds). See lib/farce/stall.rb.
     def initialize(backend: FROM_ENVIRONMENT,
-                   worker_threads: WorkerPool::DEFAULT_SIZE, worker_queue: WorkerPool::DEFAULT_QUEUE_SIZE)
+                   worker_threads: WorkerPool::DEFAULT_SIZE, worker_queue: WorkerPool::DEFAULT_QUEUE_SIZE,
+                   turn_budget: DEFAULT_TURN_BUDGET, stall_threshold: Farce.stall_threshold_from_environment,
+                   on_stall: nil)
       explicit = !backend.equal?(FROM_ENVIRONMENT)
       name = if !explicit then Farce.backend_from_environment
              elsif backend.is_a?(Symbol) || backend.is_a?(String) then backend.to_sym
              else raise ArgumentError, "farce backend must be a Symbol or String, not #{backend.inspect}"
              end
 
+      turn_budget = Scheduler.duration_option(:turn_budget, turn_budget)
+      stall_threshold = Scheduler.duration_option(:stall_threshold, stall_threshold)
+      self.on_stall = on_stall
       @worker_pool = WorkerPool.new(size: worker_threads, queue_size: worker_queue)
       open_core(name, explicit: explicit)
+      self.__turn_budget = turn_budget
+      self.__stall_threshold = stall_threshold if stall_threshold
+    end
+
+    # nil, or a Numeric >= 0 as a Float (0 means nil); else ArgumentError.
+    def self.duration_option(name, value)
+      return nil if value.nil?
+      unless value.is_a?(Numeric) && !(value.is_a?(Float) && value.nan?) && value >= 0
+        raise ArgumentError, "#{name} must be nil or seconds >= 0, not #{value.inspect}"
+      end
+
+      value.zero? ? nil : value.to_f
     end
 
     # The pool of worker threads (see WorkerPool).
@@ -68,6 +105,7 @@ module Farce
       ensure
         __fiber_finished
       end
+      __turn_check # a spawner that never blocks must not hold the loop
       __fiber_started
       fiber.resume
       fiber

@@ -41,6 +41,10 @@ type core struct {
 	s       *sched.Scheduler
 	lastErr string
 	tick    schedTick // sched_tick.go: keeps sysmon from taking this thread's P
+
+	turns     *C.farce_turn_state // handed over by farce_stall_watch; freed at close
+	stopWatch chan struct{}       // closes the running watchdog, if any
+	watchDone chan struct{}
 }
 
 // errBusyPolling: a call that touches the driver arrived while the loop's
@@ -180,7 +184,7 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	handlesMu.Lock()
 	nextID++
 	id := nextID
-	c := &core{s: sched.New(d, nil)}
+	c := &core{s: sched.New(d, nanotime)} // CLOCK_MONOTONIC: the extension stamps resumes with it
 	c.idle.L = &c.mu
 	handles[id] = c
 	handlesMu.Unlock()
@@ -228,6 +232,11 @@ func farce_close(h C.int64_t) C.int64_t {
 	for c.polling { // never free the driver under a running poll: end it first
 		c.s.Driver().Wake()
 		c.idle.Wait()
+	}
+	c.stopWatchdog()
+	if c.turns != nil {
+		C.free(unsafe.Pointer(c.turns))
+		c.turns = nil
 	}
 	if err := c.s.Close(); err != nil {
 		return c.fail(err)
@@ -305,6 +314,81 @@ func farce_yield(h C.int64_t, token *C.uint64_t) C.int64_t {
 	return 0
 }
 
+// farce_yield_last is farce_yield for a fiber giving the loop a turn: its
+// wait finishes at the end of the next poll, behind the timers and events
+// that poll delivers (sched.YieldLast).
+//
+//export farce_yield_last
+func farce_yield_last(h C.int64_t, token *C.uint64_t) C.int64_t {
+	if token == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c := acquire(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	defer c.mu.Unlock()
+	tok, err := c.s.YieldLast()
+	if err != nil {
+		return c.fail(err)
+	}
+	*token = C.uint64_t(tok)
+	return 0
+}
+
+// farce_stall_watch starts a watchdog goroutine that signals the loop's
+// thread (signo, through tgkill) once per turn that lasts thresholdNS or
+// more; thresholdNS <= 0 stops it. state becomes the core's: it is freed
+// when the handle closes (the extension writes it until then). A new call
+// replaces the watchdog (same or first state only).
+//
+//export farce_stall_watch
+func farce_stall_watch(h C.int64_t, state *C.farce_turn_state, thresholdNS C.int64_t, signo C.int) C.int64_t {
+	c := acquire(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	defer c.mu.Unlock()
+	if state == nil || (c.turns != nil && c.turns != state) || signo <= 0 || signo >= 65 {
+		return c.fail(errors.New("farce_stall_watch: bad state or signal"))
+	}
+	c.turns = state
+	c.stopWatchdog()
+	if thresholdNS <= 0 {
+		return 0
+	}
+	w := sched.NewWatchdog((*sched.TurnState)(unsafe.Pointer(state)), time.Duration(thresholdNS))
+	stop, done := make(chan struct{}), make(chan struct{})
+	c.stopWatch, c.watchDone = stop, done
+	pid := unix.Getpid()
+	sig := unix.Signal(signo)
+	go func() {
+		defer close(done)
+		w.Run(stop, monotonicNS, func(tid int64) { _ = unix.Tgkill(pid, int(tid), sig) })
+	}()
+	return 0
+}
+
+// stopWatchdog ends the watchdog goroutine, if one runs, and waits for it:
+// after this nothing reads the turn state. Called with c.mu held.
+func (c *core) stopWatchdog() {
+	if c.stopWatch == nil {
+		return
+	}
+	close(c.stopWatch)
+	<-c.watchDone
+	c.stopWatch, c.watchDone = nil, nil
+}
+
+// monotonicNS is CLOCK_MONOTONIC, the clock the extension stamps turns with.
+func monotonicNS() int64 { return nanotime() }
+
+// nanotime is the runtime's CLOCK_MONOTONIC reading (vDSO, no system call),
+// the clock the extension's turn and resume stamps use.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
 // farce_wake returns 1 when the wait was woken, 0 when it had already ended.
 //
 //export farce_wake
@@ -348,6 +432,25 @@ func farce_forget_fd(h C.int64_t, fd C.int) C.int64_t {
 //
 //export farce_poll
 func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int) C.int64_t {
+	return poll(h, blockNS, out, capacity, nil)
+}
+
+// farce_poll_noting is farce_poll that first takes when the fibers of the
+// previous batch resumed (resumed[k] for its k-th completion, CLOCK_MONOTONIC
+// ns, 0 for one not resumed; nresumed of them) for the wake-up latency
+// histogram (farce_stats).
+//
+//export farce_poll_noting
+func farce_poll_noting(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int,
+	resumed *C.int64_t, nresumed C.int) C.int64_t {
+	var at []int64
+	if resumed != nil && nresumed > 0 {
+		at = unsafe.Slice((*int64)(unsafe.Pointer(resumed)), int(nresumed))
+	}
+	return poll(h, blockNS, out, capacity, at)
+}
+
+func poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int, resumed []int64) C.int64_t {
 	c := lookup(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
@@ -363,6 +466,9 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	}
 	if c.polling {
 		return c.fail(errBusyPolling)
+	}
+	if resumed != nil {
+		c.s.NoteResumed(resumed)
 	}
 	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
 	n, err := c.s.Poll(comps, durationNS(blockNS), pollRelease{c}) // c.mu is unlocked while it sleeps, for stats and wakes
@@ -394,6 +500,14 @@ func farce_stats(h C.int64_t, out *C.int64_t, n C.int) C.int64_t {
 	v[C.FARCE_STAT_ITERATIONS] = int64(st.Iterations)
 	v[C.FARCE_STAT_COMPLETED] = int64(st.Completed)
 	v[C.FARCE_STAT_GOROUTINES] = int64(runtime.NumGoroutine())
+	c.mu.Lock()
+	w := c.s.Wakeups()
+	v[C.FARCE_STAT_WAKEUPS] = int64(w.Count())
+	v[C.FARCE_STAT_WAKEUP_P50_NS] = w.Percentile(0.50)
+	v[C.FARCE_STAT_WAKEUP_P90_NS] = w.Percentile(0.90)
+	v[C.FARCE_STAT_WAKEUP_P99_NS] = w.Percentile(0.99)
+	v[C.FARCE_STAT_WAKEUP_MAX_NS] = w.Max()
+	c.mu.Unlock()
 	return 0
 }
 

@@ -37,6 +37,19 @@ typedef struct farce_completion {
 #define FARCE_E_BACKEND 100002  /* backend unknown or unavailable (message) */
 #define FARCE_E_THREAD 100003   /* called from a thread other than the loop's (message) */
 
+/* What the loop's thread publishes about its turns for the stall watchdog
+ * (internal/sched.TurnState, same layout). The loop writes seq, started_ns,
+ * active and tid with atomic stores; the watchdog (a goroutine, no GVL)
+ * writes stall_seq. Allocated by the extension with malloc and handed to
+ * the core by farce_stall_watch, which frees it when the handle closes. */
+typedef struct farce_turn_state {
+    int64_t seq;        /* turns begun */
+    int64_t started_ns; /* CLOCK_MONOTONIC when the current turn began */
+    int64_t active;     /* 1 while a fiber runs, 0 while the loop runs or waits */
+    int64_t tid;        /* kernel thread id of the loop's thread */
+    int64_t stall_seq;  /* the last turn the watchdog signalled about */
+} farce_turn_state;
+
 /* stats slots filled by farce_stats */
 enum {
     FARCE_STAT_PENDING_WAITS,
@@ -46,6 +59,11 @@ enum {
     FARCE_STAT_ITERATIONS,
     FARCE_STAT_COMPLETED,
     FARCE_STAT_GOROUTINES,
+    FARCE_STAT_WAKEUPS,        /* fibers resumed whose wake-up latency was measured */
+    FARCE_STAT_WAKEUP_P50_NS,  /* wake-up latency percentiles (ready -> running), ns */
+    FARCE_STAT_WAKEUP_P90_NS,
+    FARCE_STAT_WAKEUP_P99_NS,
+    FARCE_STAT_WAKEUP_MAX_NS,
     FARCE_STAT_COUNT
 };
 

@@ -75,6 +75,14 @@ module Farce
       end
 
       def __cancel_alarm(token) = (core = @ruby_core) ? core.cancel_alarm(token) : super
+      def __turn_check = (core = @ruby_core) ? core.turn_check : super
+      def __stall_threshold=(seconds)
+        (core = @ruby_core) ? core.watch_stalls(seconds, self) : super
+      end
+
+      def __turn_budget=(seconds)
+        (core = @ruby_core) ? core.turn_budget = seconds : super
+      end
     end
   end
 end

@@ -1,0 +1,163 @@
+/*
+ * Stall detection: which fiber holds the loop, caught while it does.
+ *
+ * The loop publishes its turns in a farce_turn_state (loop_core.h:
+ * farce_loop_turn_begins/_ends write it with plain atomic stores, no call).
+ * With a threshold set, a watchdog goroutine in the Go core reads it without
+ * the GVL and, once per turn longer than the threshold, sends FARCE_STALL_SIGNAL
+ * to the loop's thread (tgkill). The handler here only registers a
+ * postponed job (async-signal-safe, and it runs on a Ruby thread, which Ruby
+ * 3.1's rb_postponed_job_register_one needs). Ruby runs the job at its next
+ * safe point in whatever runs on that thread: the stalled fiber, even right
+ * after a long C call that held the GVL returns. The job records the fiber
+ * and rb_make_backtrace() for the turn the watchdog named; the loop reports
+ * it when the turn ends, with the turn's final duration, by calling the
+ * front end's __report_stall (lib/farce/stall.rb), never from inside the
+ * stalled fiber.
+ *
+ * The signal is a real-time one that neither Ruby nor Go uses (Go installs
+ * handlers only for synchronous signals, SIGPIPE and SIGURG in a shared
+ * library); the handler runs on the alternate stack Ruby or Go set up, and
+ * system calls it interrupts restart (SA_RESTART; farce's own kernel wait
+ * returns EINTR to C as it does for any signal, rule 4).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <ruby.h>
+#include <ruby/debug.h>
+#include "stall.h"
+
+#define FARCE_STALL_SIGNAL (SIGRTMIN + 7)
+
+static ID id_report_stall;
+
+/* Loops with stall detection on (a few at most): the job looks for the
+ * stalled one among those of its thread. Touched only with the GVL. */
+static farce_loop **watched;
+static long nwatched, watched_cap;
+
+static void stall_job(void *unused)
+{
+    (void)unused;
+    VALUE thread = rb_thread_current();
+    for (long i = 0; i < nwatched; i++) {
+        farce_loop *l = watched[i];
+        farce_turn_state *ts = l->turns;
+        if (l->thread != thread || !ts) continue;
+        int64_t seq = __atomic_load_n(&ts->seq, __ATOMIC_ACQUIRE);
+        if (!__atomic_load_n(&ts->active, __ATOMIC_ACQUIRE) || __atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) != seq) continue;
+        if (l->stall_sampled_seq == seq) continue;
+        l->stall_sampled_seq = seq;
+        l->stall_fiber = rb_fiber_current();
+        l->stall_backtrace = rb_make_backtrace();
+    }
+}
+
+#ifdef POSTPONED_JOB_HANDLE_INVALID /* Ruby 3.3+: preregistered, triggered from the handler */
+static rb_postponed_job_handle_t job_handle = POSTPONED_JOB_HANDLE_INVALID;
+static void on_signal(int sig, siginfo_t *info, void *ctx)
+{
+    if (job_handle != POSTPONED_JOB_HANDLE_INVALID) rb_postponed_job_trigger(job_handle);
+}
+#else
+static void on_signal(int sig, siginfo_t *info, void *ctx)
+{
+    rb_postponed_job_register_one(0, stall_job, NULL);
+}
+#endif
+
+static int install_handler(void)
+{
+    static int installed;
+    if (installed) return 0;
+#ifdef POSTPONED_JOB_HANDLE_INVALID
+    job_handle = rb_postponed_job_preregister(0, stall_job, NULL);
+    if (job_handle == POSTPONED_JOB_HANDLE_INVALID) return -1;
+#endif
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(FARCE_STALL_SIGNAL, &sa, NULL) != 0) return -1;
+    id_report_stall = rb_intern("__report_stall");
+    installed = 1;
+    return 0;
+}
+
+static void watch_add(farce_loop *l)
+{
+    for (long i = 0; i < nwatched; i++) if (watched[i] == l) return;
+    if (nwatched == watched_cap) {
+        long cap = watched_cap ? watched_cap * 2 : 4;
+        REALLOC_N(watched, farce_loop *, cap);
+        watched_cap = cap;
+    }
+    watched[nwatched++] = l;
+}
+
+void farce_stall_forget(farce_loop *l)
+{
+    for (long i = 0; i < nwatched; i++) {
+        if (watched[i] == l) {
+            watched[i] = watched[--nwatched];
+            break;
+        }
+    }
+    l->stall_fiber = l->stall_backtrace = Qnil;
+}
+
+void farce_stall_thread_changed(farce_loop *l)
+{
+    if (l->turns) __atomic_store_n(&l->turns->tid, (int64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+}
+
+void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns)
+{
+    farce_loop_check_usable(l);
+    l->stall_threshold_ns = threshold_ns > 0 ? threshold_ns : 0;
+    if (!l->handle) return; /* farce_loop_start applies it */
+    if (!l->core->stall_watch) rb_raise(farce_eError, "farce's Go core predates farce_stall_watch: rebuild with `rake compile`");
+    if (threshold_ns > 0 && install_handler() != 0) rb_raise(farce_eError, "cannot install the stall signal handler");
+    if (!l->turns) {
+        if (threshold_ns <= 0) return;
+        l->turns = calloc(1, sizeof(farce_turn_state));
+        if (!l->turns) rb_raise(rb_eNoMemError, "stall detection: out of memory");
+    }
+    farce_stall_thread_changed(l);
+    farce_stack_guard();
+    int64_t r = l->core->stall_watch(l->handle, l->turns, threshold_ns, FARCE_STALL_SIGNAL);
+    if (r < 0) farce_loop_raise(l, r, "stall watch");
+    if (threshold_ns > 0) watch_add(l);
+    else farce_stall_forget(l);
+}
+
+void farce_stall_report(farce_loop *l)
+{
+    farce_turn_state *ts = l->turns;
+    int64_t seq = ts->seq;
+    if (__atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) != seq || l->stall_reported_seq == seq) return;
+    l->stall_reported_seq = seq;
+    double seconds = (double)(farce_monotonic_ns() - ts->started_ns) / 1e9;
+    VALUE fiber = Qnil, backtrace = Qnil;
+    if (l->stall_sampled_seq == seq) {
+        fiber = l->stall_fiber;
+        backtrace = l->stall_backtrace;
+    }
+    l->stall_fiber = l->stall_backtrace = Qnil;
+    l->stall_reports++;
+    rb_funcall(l->owner, id_report_stall, 3, fiber, DBL2NUM(seconds), NIL_P(backtrace) ? rb_ary_new() : backtrace);
+}
+
+void farce_stall_mark(farce_loop *l)
+{
+    rb_gc_mark(l->stall_fiber);
+    rb_gc_mark(l->stall_backtrace);
+}

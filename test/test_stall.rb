@@ -1,0 +1,232 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "zlib"
+
+# Stall detection (issue 16): a fiber that holds the loop longer than the
+# threshold is reported once, when it gives the loop back, with where it
+# was while it held it. Margins are wide: the busy fibers run 3x the
+# threshold, the polite ones yield 50x under it.
+class TestStall < Minitest::Test
+  THRESHOLD = 0.1
+
+  def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+  def busy(seconds)
+    t = monotonic
+    nil while monotonic - t < seconds
+  end
+
+  # Runs the block as Farce.run's first fiber with stall detection on;
+  # returns the reports.
+  def reports_of(**options, &block)
+    reports = []
+    Farce.run(backend: backend, stall_threshold: THRESHOLD, on_stall: ->(r) { reports << r }, **options, &block)
+    reports
+  end
+
+  # The report's first frame in this file.
+  def app_frame(report)
+    report.backtrace.find { |frame| frame.start_with?("#{__FILE__}:") }
+  end
+
+  def test_a_busy_fiber_is_reported_once_at_its_line
+    line = nil
+    reports = reports_of do
+      Fiber.schedule do
+        t = monotonic
+        line = __LINE__ + 1
+        nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.3
+        sleep 0.001
+      end
+      3.times { sleep 0.01 }
+    end
+    assert_equal 1, reports.size, reports.inspect
+    report = reports.first
+    assert_operator report.duration, :>=, THRESHOLD
+    assert_kind_of Fiber, report.fiber
+    frame = app_frame(report)
+    refute_nil frame, report.backtrace.inspect
+    assert_match(/:#{line}:/, frame)
+    assert_includes report.to_s, "held the event loop"
+  end
+
+  def test_no_report_when_every_fiber_yields_in_time
+    stats = nil
+    reports = reports_of do
+      10.times do
+        Fiber.schedule do
+          20.times do
+            busy(0.002)
+            sleep 0
+          end
+        end
+      end
+      sleep 0.05
+      stats = Fiber.scheduler.stats
+    end
+    assert_empty reports
+    assert_equal 0, stats[:stalls]
+    assert_in_delta THRESHOLD, stats[:stall_threshold], 1e-9
+  end
+
+  def test_a_stall_inside_a_c_call_holding_the_gvl_is_reported_when_it_returns
+    skip "Ruby 3.4 runs zlib through blocking_operation_wait, off the loop" if RUBY_VERSION >= "3.4"
+    data = Random.new(1).bytes(40_000_000)
+    line = nil
+    reports = reports_of do
+      Fiber.schedule do
+        line = __LINE__ + 1
+        Zlib::Deflate.deflate(data, Zlib::BEST_COMPRESSION)
+        sleep 0.001
+      end
+    end
+    assert_equal 1, reports.size
+    assert_operator reports.first.duration, :>=, THRESHOLD
+    assert_match(/:#{line}:/, app_frame(reports.first).to_s, reports.first.backtrace.inspect)
+  end
+
+  def test_stats_have_load_and_counts
+    stats = nil
+    reports_of do
+      Fiber.schedule { busy(0.3); sleep 0.001 }
+      sleep 0.2
+      stats = Fiber.scheduler.stats
+    end
+    assert_equal 1, stats[:stalls]
+    assert_operator stats[:idle_seconds], :>=, 0
+    assert_operator stats[:busy_seconds], :>=, 0.25
+    assert_operator stats[:load], :>, 0
+    assert_operator stats[:load], :<=, 1
+    assert_operator stats[:iterations], :>, 0
+  end
+
+  # Wake-up latency (ready -> running) from the core's histogram: the fiber
+  # whose timer fell due while another held the loop for 0.3 s waited that long.
+  def test_wakeup_latency_percentiles
+    stats = nil
+    Farce.run(backend: backend) do
+      20.times { Fiber.schedule { 5.times { sleep 0.001 } } }
+      Fiber.schedule { sleep 0.001 }
+      Fiber.schedule { busy(0.3) }
+      sleep 0.05
+      stats = Fiber.scheduler.stats
+    end
+    assert_operator stats[:wakeups], :>=, 100
+    assert_operator stats[:wakeup_p50], :>=, 0
+    assert_operator stats[:wakeup_p50], :<=, stats[:wakeup_p90]
+    assert_operator stats[:wakeup_p90], :<=, stats[:wakeup_p99]
+    assert_operator stats[:wakeup_p99], :<=, stats[:wakeup_max]
+    assert_operator stats[:wakeup_max], :>=, 0.2, "a timer due during the 0.3 s stall woke that late"
+  end
+
+  def test_off_by_default_and_switchable
+    with = nil
+    Farce.run(backend: backend) do
+      assert_nil Fiber.scheduler.stats[:stall_threshold]
+      reports = []
+      Fiber.scheduler.on_stall = ->(r) { reports << r }
+      Fiber.scheduler.stall_threshold = THRESHOLD
+      Fiber.schedule { busy(0.3); sleep 0.001 }
+      sleep 0.01
+      Fiber.scheduler.stall_threshold = nil
+      Fiber.schedule { busy(0.3); sleep 0.001 }
+      sleep 0.01
+      with = reports
+    end
+    assert_equal 1, with.size
+  end
+
+  def test_bad_options_raise
+    assert_raises(ArgumentError) { Farce::Scheduler.new(backend: backend, stall_threshold: -1) }
+    assert_raises(ArgumentError) { Farce::Scheduler.new(backend: backend, on_stall: 42) }
+  end
+
+  def test_an_exception_from_on_stall_is_reported_not_raised
+    out, status = ruby_subprocess(<<~RUBY)
+      require "farce"
+      def busy(s) = (t = Process.clock_gettime(Process::CLOCK_MONOTONIC); nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < s)
+      Farce.run(backend: :#{backend}, stall_threshold: 0.1, on_stall: ->(r) { raise "boom" }) do
+        Fiber.schedule { busy(0.3); sleep 0.001 }
+      end
+      puts "finished"
+    RUBY
+    assert status.success?, out
+    assert_match(/on_stall raised RuntimeError: boom/, out)
+    assert_match(/^finished$/, out)
+  end
+
+  # FARCE_STALL_MS turns it on, and the default on_stall warns one line.
+  def test_environment_and_default_report
+    out, status = ruby_subprocess(<<~RUBY, env: { "FARCE_STALL_MS" => "100" })
+      require "farce"
+      def busy(s) = (t = Process.clock_gettime(Process::CLOCK_MONOTONIC); nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < s)
+      Farce.run(backend: :#{backend}) do
+        Fiber.schedule do
+          busy(0.3) # the busy line
+          sleep 0.001
+        end
+      end
+    RUBY
+    assert status.success?, out
+    lines = out.lines.grep(/held the event loop/)
+    assert_equal 1, lines.size, out
+    assert_match(/for \d+(\.\d+)? ms at -e:(2|5):in/, lines.first)
+  end
+
+  # A child of a process whose Go core ran gets its own core (and watchdog);
+  # trapped signals still reach Ruby while stall detection is on.
+  def test_after_fork_and_with_signals
+    out, status = ruby_subprocess(<<~RUBY, timeout: 60)
+      require "farce"
+      def busy(s) = (t = Process.clock_gettime(Process::CLOCK_MONOTONIC); nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < s)
+      def run_once(label)
+        reports = []
+        trapped = 0
+        trap("USR2") { trapped += 1 }
+        Farce.run(backend: :#{backend}, stall_threshold: 0.1, on_stall: ->(r) { reports << r }) do
+          Fiber.schedule { busy(0.3); sleep 0.001 }
+          Fiber.schedule { 5.times { Process.kill(:USR2, Process.pid); sleep 0.01 } }
+        end
+        sleep 0.01 until trapped == 5
+        puts "\#{label} reports=\#{reports.size} trapped=\#{trapped}"
+        $stdout.flush
+      end
+      run_once("parent")
+      pid = fork { run_once("child"); exit!(0) }
+      Process.wait(pid)
+      puts "child status=\#{$?.exitstatus}"
+    RUBY
+    assert status.success?, out
+    assert_match(/^parent reports=1 trapped=5$/, out)
+    assert_match(/^child reports=1 trapped=5$/, out)
+    assert_match(/^child status=0$/, out)
+  end
+
+  # The io-event selector: a fiber that holds the loop fiber past the
+  # threshold is reported when it transfers back.
+  def test_selector_reports_a_busy_fiber
+    skip_on_ruby_core "the selector always runs on the native core"
+    loop_fiber = Fiber.current
+    selector = Farce::IOEventSelector.new(loop_fiber)
+    reports = []
+    selector.on_stall = ->(r) { reports << r }
+    selector.stall_threshold = THRESHOLD
+    line = nil
+    fiber = Fiber.new do
+      t = monotonic
+      line = __LINE__ + 1
+      nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.3
+      selector.transfer
+    end
+    selector.push(fiber)
+    selector.select(0) # starts the core (and its watchdog), runs the fiber
+    selector.select(0)
+    assert_equal 1, reports.size
+    assert_operator reports.first.duration, :>=, THRESHOLD
+    assert_match(/:#{line}:/, app_frame(reports.first).to_s)
+    assert_equal 1, selector.stats[:stalls]
+  ensure
+    selector&.close
+  end
+end

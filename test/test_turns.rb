@@ -1,0 +1,163 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# Turns (issue 18): a fiber that never blocks (a spawner, a reader whose
+# socket always has data) must not hold the loop: past the turn budget its
+# next hook that would not block gives the loop a turn. No timing is
+# asserted: only that a ticker got a turn before the busy fiber was done,
+# which without turns it never can.
+class TestTurns < Minitest::Test
+  def with_scheduler(**options)
+    scheduler = Farce::Scheduler.new(backend: backend, **options)
+    Fiber.set_scheduler(scheduler)
+    yield scheduler
+  ensure
+    Fiber.set_scheduler(nil)
+  end
+
+  # A fiber that sleeps 1 ms at a time until stop[0]; returns the tick count holder.
+  def ticker(stop)
+    ticks = [0]
+    Fiber.schedule do
+      until stop[0]
+        sleep 0.001
+        ticks[0] += 1
+      end
+    end
+    ticks
+  end
+
+  # Spawns count fibers (that finish at once) from the current fiber without
+  # blocking; returns the ticks the ticker had when the spawning ended.
+  def spawn_burst(ticks, count)
+    count.times { Fiber.schedule {} }
+    ticks[0]
+  end
+
+  def test_ticker_gets_a_turn_while_a_fiber_spawns_10_000_fibers
+    seen = nil
+    stats = nil
+    with_scheduler do |scheduler|
+      stop = [false]
+      ticks = ticker(stop)
+      Fiber.schedule do
+        seen = spawn_burst(ticks, 10_000)
+        stop[0] = true
+        stats = scheduler.stats
+      end
+    end
+    assert_operator seen, :>=, 1, "the ticker never ran while the spawner ran"
+    assert_operator stats[:turns_given], :>=, 1
+  end
+
+  def test_ticker_gets_a_turn_while_the_threads_own_fiber_spawns
+    seen = nil
+    with_scheduler do
+      stop = [false]
+      ticks = ticker(stop)
+      seen = spawn_burst(ticks, 10_000) # before run: the loop's iteration runs inline
+      stop[0] = true
+    end
+    assert_operator seen, :>=, 1, "the ticker never ran while the root fiber spawned"
+  end
+
+  def test_without_a_budget_the_spawner_holds_the_loop
+    seen = nil
+    stats = nil
+    with_scheduler(turn_budget: nil) do |scheduler|
+      stop = [false]
+      ticks = ticker(stop)
+      Fiber.schedule do
+        seen = spawn_burst(ticks, 10_000)
+        stop[0] = true
+        stats = scheduler.stats
+      end
+    end
+    assert_equal 0, seen, "without a turn budget nothing else runs until the spawner blocks"
+    assert_nil stats[:turn_budget]
+    assert_equal 0, stats[:turns_given]
+  end
+
+  # A UNIX socket pair whose reader holds more bytes than the tests read,
+  # one at a time: every read finds data, so the reader never blocks.
+  # Returns [reader, writer, bytes to read].
+  def always_readable
+    reader, writer = UNIXSocket.pair
+    buffered = 0
+    chunk = "x" * 4096
+    loop do
+      n = writer.write_nonblock(chunk, exception: false)
+      break if n == :wait_writable
+
+      buffered += n
+    end
+    to_read = [buffered - 4096, 50_000].min
+    assert_operator to_read, :>, 10_000, "the socket buffers too little for this test (#{buffered} bytes)"
+    [reader, writer, to_read]
+  end
+
+  def test_ticker_gets_a_turn_while_a_fiber_reads_a_socket_that_always_has_data
+    reader, writer, to_read = always_readable
+    seen = nil
+    with_scheduler do
+      stop = [false]
+      ticks = ticker(stop)
+      Fiber.schedule do
+        to_read.times { reader.sysread(1) }
+        seen = ticks[0]
+        stop[0] = true
+      end
+    end
+    assert_operator seen, :>=, 1, "the ticker never ran while the reader read"
+  ensure
+    reader&.close
+    writer&.close
+  end
+
+  # The io-event selector: a fiber whose reads always find data transfers
+  # to the loop fiber now and then (the loop's select runs meanwhile).
+  def test_selector_loop_runs_while_a_fiber_reads_a_socket_that_always_has_data
+    reader, writer, to_read = always_readable
+    loop_fiber = Fiber.current
+    selector = Farce::IOEventSelector.new(loop_fiber)
+    assert_equal Farce::Scheduler::DEFAULT_TURN_BUDGET, selector.turn_budget
+    done = false
+    short = nil
+    fiber = nil
+    fiber = Fiber.new do
+      buffer = IO::Buffer.new(1)
+      short = to_read.times.count { selector.io_read(fiber, reader, buffer, 1, 0) != 1 }
+      done = true
+      loop_fiber.transfer
+    end
+    fiber.transfer
+    selects = 0
+    until done
+      selects += 1
+      selector.select(0)
+    end
+    assert_equal 0, short, "reads that did not read one byte"
+    assert_operator selects, :>=, 1, "the reader never let the loop run"
+    assert_operator selector.stats[:turns_given], :>=, 1
+  ensure
+    selector&.close
+    reader&.close
+    writer&.close
+  end
+
+  def test_budget_is_in_stats_and_settable
+    with_scheduler do |scheduler|
+      assert_equal Farce::Scheduler::DEFAULT_TURN_BUDGET, scheduler.stats[:turn_budget]
+      assert_equal 0, scheduler.stats[:turns_given]
+    end
+    with_scheduler(turn_budget: 0.01) { |scheduler| assert_in_delta 0.01, scheduler.stats[:turn_budget], 1e-9 }
+    with_scheduler(turn_budget: 0) { |scheduler| assert_nil scheduler.stats[:turn_budget] }
+  end
+
+  def test_bad_budgets_raise
+    [-1, Float::NAN, "1", :x].each do |bad|
+      assert_raises(ArgumentError, bad.inspect) { Farce::Scheduler.new(backend: backend, turn_budget: bad) }
+    end
+  end
+end
