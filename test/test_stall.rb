@@ -51,6 +51,30 @@ class TestStall < Minitest::Test
     assert_includes report.to_s, "held the event loop"
   end
 
+  # A scheduler made in one thread and used in another: the loop moves to
+  # the thread that uses it (issue 13 item 5), and the stall signal follows,
+  # so the sample is that thread's fiber, taken where it was stuck.
+  def test_a_loop_moved_to_another_thread_is_sampled_there
+    reports = []
+    line = nil
+    scheduler = Farce::Scheduler.new(backend: backend, stall_threshold: THRESHOLD, on_stall: ->(r) { reports << r })
+    Thread.new do
+      Fiber.set_scheduler(scheduler)
+      Fiber.schedule do
+        t = monotonic
+        line = __LINE__ + 1
+        nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.3
+        sleep 0.001
+      end
+    ensure
+      Fiber.set_scheduler(nil)
+    end.join
+    assert_equal 1, reports.size, reports.inspect
+    frame = app_frame(reports.first)
+    refute_nil frame, reports.first.backtrace.inspect
+    assert_match(/:#{line}:/, frame)
+  end
+
   def test_no_report_when_every_fiber_yields_in_time
     stats = nil
     reports = reports_of do

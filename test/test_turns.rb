@@ -146,6 +146,43 @@ class TestTurns < Minitest::Test
     writer&.close
   end
 
+  OFFSET = RUBY_VERSION >= "3.2" ? [0] : [] # io_read's offset argument (3.2+)
+
+  # A turn due in a fiber that cannot park (the thread's own fiber calling a
+  # hook by hand, no scheduler set) must not yield (that raises, issue 13
+  # item 3): the loop's iteration runs inline and the read goes on.
+  def test_a_turn_due_in_the_threads_own_fiber_does_not_park_it
+    scheduler = Farce::Scheduler.new(backend: backend, turn_budget: 0.001)
+    r, w = IO.pipe
+    w.write("x")
+    sleep 0.01 # past the budget since the scheduler was made
+    n = scheduler.io_read(r, IO::Buffer.new(8), 1, *OFFSET)
+    assert_equal 1, n
+    assert_operator scheduler.stats[:turns_given], :>=, 1
+  ensure
+    scheduler&.close
+    r&.close
+    w&.close
+  end
+
+  # A blocking fiber inside the running loop cannot park either, and the
+  # loop is already running: the hook goes on without a turn.
+  def test_a_turn_due_in_a_blocking_fiber_inside_run_is_skipped
+    result = nil
+    with_scheduler(turn_budget: 0.001) do |scheduler|
+      r, w = IO.pipe
+      w.write("x")
+      Fiber.schedule do
+        result = Fiber.new(blocking: true) do
+          t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.005
+          scheduler.io_wait(r, IO::READABLE, nil)
+        end.resume
+      end
+    end
+    assert_equal IO::READABLE, result
+  end
+
   def test_budget_is_in_stats_and_settable
     with_scheduler do |scheduler|
       assert_equal Farce::Scheduler::DEFAULT_TURN_BUDGET, scheduler.stats[:turn_budget]

@@ -358,9 +358,11 @@ static VALUE sched_turn_check(VALUE self)
 {
     farce_sched *s = sched_of(self);
     if (!live(s)) return Qnil; /* a closed scheduler raises in the fiber's hooks */
-    /* Fiber.schedule called by hand on another thread's scheduler: only
-     * the loop's own thread may poll it (issue 13 item 5); its hooks say so */
-    if (rb_thread_current() != s->loop.thread) return Qnil;
+    /* Only the loop's own thread may poll it (issue 13 item 5): an idle
+     * loop moves to the calling thread, as at any hook; Fiber.schedule
+     * called by hand on another thread's busy scheduler gets no turn here
+     * (the new fiber's hooks raise) */
+    if (!farce_loop_try_claim(&s->loop)) return Qnil;
     /* Fiber.schedule outside the loop's turns (Farce.run's first fiber, a
      * spawner before `run`): application code runs on the loop's thread,
      * which the stall watchdog must see as a turn */

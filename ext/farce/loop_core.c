@@ -133,15 +133,23 @@ void farce_loop_finish_release(farce_loop *l)
     if (l->release_pending && rb_thread_current() == l->thread) farce_loop_release(l);
 }
 
+int farce_loop_try_claim(farce_loop *l)
+{
+    VALUE current = rb_thread_current();
+    if (current == l->thread) return 1;
+    if (l->parked == 0 && l->ops_in_flight == 0 && !l->running && !l->in_kernel_wait) {
+        l->thread = current;
+        farce_stall_thread_changed(l); /* the watchdog signals this thread now */
+        return 1;
+    }
+    return 0;
+}
+
 void farce_loop_claim_or_raise(farce_loop *l)
 {
     ID hook = rb_frame_this_func(); /* the hook the caller is in, for the message */
     VALUE current = rb_thread_current();
-    if (l->parked == 0 && l->ops_in_flight == 0 && !l->running && !l->in_kernel_wait) {
-        l->thread = current;
-        farce_stall_thread_changed(l); /* the watchdog signals this thread now */
-        return;
-    }
+    if (farce_loop_try_claim(l)) return;
     rb_raise(farce_eError, "%s#%s called from %"PRIsVALUE", but this %s belongs to %"PRIsVALUE" (%ld fibers "
              "wait in it there): a scheduler serves only the thread that runs it. Create one per thread "
              "(Fiber.set_scheduler(Farce::Scheduler.new) inside each), and pass work between threads with a "
@@ -325,6 +333,9 @@ void farce_loop_give_turn(farce_loop *l)
     /* where the front end could not give one (see its give_turn), the
      * check stays quiet for another budget */
     farce_loop_turn_begins(l);
+    /* closed meanwhile (by a fiber the turn ran, or from another thread,
+     * handed to the loop): the hook that asked cannot go on */
+    farce_loop_check_usable(l);
 }
 
 int64_t farce_turn_budget_ns(VALUE seconds)

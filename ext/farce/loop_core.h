@@ -177,6 +177,8 @@ static inline void farce_loop_check_usable(const farce_loop *l)
  * fiber_interrupt, stats, io_close and the release asks. (Inline: every
  * hook asks.) */
 void farce_loop_claim_or_raise(farce_loop *l);
+/* The same without raising: 1 when the calling thread owns the loop (now). */
+int farce_loop_try_claim(farce_loop *l);
 static inline void farce_loop_check_thread(farce_loop *l)
 {
     if (RB_UNLIKELY(rb_thread_current() != l->thread)) farce_loop_claim_or_raise(l);

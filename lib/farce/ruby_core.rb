@@ -185,6 +185,14 @@ module Farce
     # yields (the loop resumes it after one iteration); the thread's own
     # fiber, outside `run`, runs one iteration itself without waiting.
     def turn_check
+      if Thread.current != @thread
+        # an idle loop moves to the thread that uses it (the native core's
+        # claim, so the stall watchdog samples that thread); Fiber.schedule
+        # called by hand on another thread's busy scheduler gets no turn
+        return nil if @running || @parked.positive?
+
+        @thread = Thread.current
+      end
       begin_turn(Fiber.current) if @stall_threshold && !@turn_active # see the native __turn_check
       budget = @turn_budget
       return nil unless budget && monotonic - @turn_started >= budget && !closed?
