@@ -298,6 +298,11 @@ func farce_park(h C.int64_t, timeoutNS C.int64_t, token *C.uint64_t) C.int64_t {
 
 //export farce_yield
 func farce_yield(h C.int64_t, token *C.uint64_t) C.int64_t {
+	return yieldWith(h, token, (*sched.Scheduler).Yield)
+}
+
+// yieldWith hands out the token of a yield (plain or last) under the core's lock.
+func yieldWith(h C.int64_t, token *C.uint64_t, yield func(*sched.Scheduler) (sched.Token, error)) C.int64_t {
 	if token == nil {
 		return -C.FARCE_E_HANDLE
 	}
@@ -306,7 +311,7 @@ func farce_yield(h C.int64_t, token *C.uint64_t) C.int64_t {
 		return -C.FARCE_E_HANDLE
 	}
 	defer c.mu.Unlock()
-	tok, err := c.s.Yield()
+	tok, err := yield(c.s)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -320,20 +325,7 @@ func farce_yield(h C.int64_t, token *C.uint64_t) C.int64_t {
 //
 //export farce_yield_last
 func farce_yield_last(h C.int64_t, token *C.uint64_t) C.int64_t {
-	if token == nil {
-		return -C.FARCE_E_HANDLE
-	}
-	c := acquire(h)
-	if c == nil {
-		return -C.FARCE_E_HANDLE
-	}
-	defer c.mu.Unlock()
-	tok, err := c.s.YieldLast()
-	if err != nil {
-		return c.fail(err)
-	}
-	*token = C.uint64_t(tok)
-	return 0
+	return yieldWith(h, token, (*sched.Scheduler).YieldLast)
 }
 
 // farce_stall_watch starts a watchdog goroutine that signals the loop's
