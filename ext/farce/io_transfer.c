@@ -152,13 +152,7 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
     for (;;) {
         void *base;
         size_t size;
-        if (reading) {
-            rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
-        } else {
-            const void *readable;
-            rb_io_buffer_get_bytes_for_reading(buffer, &readable, &size);
-            base = (void *)(uintptr_t)readable; /* only ever written out */
-        }
+        farce_buffer_bytes(buffer, reading, &base, &size);
         /* io-event's selectors answer -EINVAL here; both front ends do */
         if (offset > size || length > size - offset) return INT2NUM(-EINVAL);
         size_t room = size - offset - total;

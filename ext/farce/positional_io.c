@@ -24,6 +24,7 @@
 #include <ruby/io.h>
 #include <ruby/io/buffer.h>
 #include <ruby/thread.h>
+#include "ruby_io.h"
 
 /* Exported by libruby (every version farce supports), not in its public headers. */
 int ruby_thread_has_gvl_p(void);
@@ -73,13 +74,7 @@ static VALUE positional_transfer(int writing, VALUE io, VALUE buffer, VALUE from
         int fd = descriptor(io); /* again each time: raises IOError once the IO is closed */
         void *base;
         size_t size;
-        if (writing) {
-            const void *cbase;
-            rb_io_buffer_get_bytes_for_reading(buffer, &cbase, &size);
-            base = (void *)cbase;
-        } else {
-            rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
-        }
+        farce_buffer_bytes(buffer, !writing, &base, &size);
         if (offset > size || length > size - offset) {
             rb_raise(rb_eArgError, "io_p%s: length %zu at offset %zu exceeds the buffer (%zu bytes)",
                      writing ? "write" : "read", length, offset, size);
@@ -148,13 +143,7 @@ static VALUE positional_without_gvl(int writing, VALUE io, VALUE buffer, VALUE f
     long from = FIX2LONG(from_v), length = FIX2LONG(length_v), offset = FIX2LONG(offset_v);
     void *base;
     size_t size;
-    if (writing) {
-        const void *cbase;
-        rb_io_buffer_get_bytes_for_reading(buffer, &cbase, &size);
-        base = (void *)cbase;
-    } else {
-        rb_io_buffer_get_bytes_for_writing(buffer, &base, &size);
-    }
+    farce_buffer_bytes(buffer, !writing, &base, &size);
     if (from < 0 || offset < 0 || length < 0 || (size_t)offset > size || (size_t)length > size - (size_t)offset) {
         return INT2FIX(-EINVAL);
     }
