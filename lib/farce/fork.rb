@@ -12,10 +12,14 @@ module Farce
   # IO.popen("-"); in the child this removes the inert scheduler from the
   # forking thread, so the child's code does plain blocking I/O, and
   # Farce.run or Farce::Scheduler.new in it get a fresh copy of the core.
+  # The Ruby core counts fork generations here too (RubyCore.forked).
   module AfterFork
     def _fork
       pid = super
-      Farce.__forget_inherited_scheduler if pid.zero?
+      if pid.zero?
+        RubyCore.forked
+        Farce.__forget_inherited_scheduler
+      end
       pid
     end
   end

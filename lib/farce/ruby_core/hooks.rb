@@ -2,16 +2,9 @@
 
 module Farce
   class RubyCore
-    # Counts forks (Process._fork, Ruby 3.1+) so that a scheduler inherited by
-    # a child can tell it is inert there without a getpid per hook.
-    module ForkGeneration
-      def _fork
-        pid = super
-        RubyCore.forked if pid.zero?
-        pid
-      end
-    end
-
+    # Counts forks (Farce::AfterFork, lib/farce/fork.rb, calls forked in each
+    # child) so that a scheduler inherited by a child can tell it is inert
+    # there without a getpid per hook.
     @fork_generation = 0
     class << self
       attr_reader :fork_generation
@@ -30,7 +23,6 @@ module Farce
         Farce::Scheduler.prepend(Hooks)
       end
     end
-    Process.singleton_class.prepend(ForkGeneration)
 
     # Prepended to Farce::Scheduler: each core method goes to the
     # scheduler's RubyCore when it has one, else to the native method (the
