@@ -58,9 +58,9 @@ static void refuse_unparkable(farce_loop *l, uint64_t token, const char *what)
              l->front->name, what);
 }
 
-int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
+/* farce_loop_park once the caller knows the fiber can park. */
+static int64_t park_checked(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
 {
-    refuse_unparkable(l, token, kind == FARCE_WAIT_FIBER && extra != Qundef ? "block" : "a wait");
     VALUE fiber = rb_fiber_current();
     farce_wait *e = farce_loop_wait_at(l, farce_token_slot(token));
     e->gen = farce_token_gen(token);
@@ -83,6 +83,12 @@ int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind
         return FARCE_RESUMED_ELSEWHERE;
     }
     return FIXNUM_P(result) ? FIX2LONG(result) : FARCE_RESULT_WOKEN;
+}
+
+int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
+{
+    refuse_unparkable(l, token, kind == FARCE_WAIT_FIBER && extra != Qundef ? "block" : "a wait");
+    return park_checked(l, token, kind, extra);
 }
 
 /* States of a completion operation, from this side:
@@ -190,7 +196,9 @@ int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeo
         l->core->cancel(l->handle, token);
         return 0;
     }
-    int64_t result = farce_loop_park(l, token, FARCE_WAIT_FD, ready);
+    /* can_park was asked on entry (nothing since switched fibers): one
+     * Ruby lookup of the current scheduler per wait, not two */
+    int64_t result = park_checked(l, token, FARCE_WAIT_FD, ready);
     if (result == FARCE_RESULT_CLOSED) rb_raise(rb_eIOError, "closed stream");
     return result;
 }

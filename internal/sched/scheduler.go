@@ -33,6 +33,7 @@ type Scheduler struct {
 
 	iterations uint64
 	completed  uint64
+	polledAt   int64 // the clock when the last EndPoll ran
 }
 
 // ErrClosed is returned by every call after Close.
@@ -428,7 +429,12 @@ func (s *Scheduler) EndPoll(events []driver.Event) {
 	s.fireTimers(now)
 	s.finishBehind()
 	s.stampReady(now)
+	s.polledAt = now
 }
+
+// PolledAt is the clock's reading at the end of the last poll (0 before
+// the first): callers that need the time right after a poll read it here.
+func (s *Scheduler) PolledAt() int64 { return s.polledAt }
 
 // Drain moves up to len(out) finished waits into out, oldest first. The
 // batch size is the fairness budget: the loop polls for I/O again before it

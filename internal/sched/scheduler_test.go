@@ -363,6 +363,20 @@ func TestTimerBecomingDueDuringWaitFires(t *testing.T) {
 	assert.Equal(t, []Completion{{tok, ResultTimedOut}}, out[:n])
 }
 
+// The core's scheduler tick reuses PolledAt instead of reading the clock
+// again: it must be the reading taken after the driver's wait.
+func TestPolledAtIsTheClockAfterTheWait(t *testing.T) {
+	h := newHarness(t, true)
+	assert.Zero(t, h.s.PolledAt())
+	h.park(25 * time.Millisecond)
+	h.drv.onWait = func(timeout time.Duration) { h.clock.Advance(timeout) }
+	before := h.clock.Now()
+	out := make([]Completion, 4)
+	_, err := h.s.Poll(out, -1, nil)
+	require.NoError(t, err)
+	assert.Equal(t, before+int64(25*time.Millisecond), h.s.PolledAt())
+}
+
 func TestParkZeroTimeoutFiresAtNextPoll(t *testing.T) {
 	h := newHarness(t, true)
 	tok := h.park(0)

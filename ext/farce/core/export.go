@@ -450,7 +450,13 @@ func poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.in
 	if out == nil || capacity <= 0 {
 		return -C.FARCE_E_ARGUMENT
 	}
-	defer c.tick.refresh() // after c.mu is released (deferred calls run last-in first-out)
+	var polledAt int64 // the scheduler's clock (nanotime) at the end of the poll; 0: no poll
+	// after c.mu is released (deferred calls run last-in first-out)
+	defer func() {
+		if polledAt != 0 {
+			c.tick.refreshAt(polledAt)
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.s.Closed() {
@@ -464,6 +470,7 @@ func poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.in
 	}
 	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
 	n, err := c.s.Poll(comps, durationNS(blockNS), pollRelease{c}) // c.mu is unlocked while it sleeps, for stats and wakes
+	polledAt = c.s.PolledAt()
 	// Interrupted with work already drained: hand it out; the caller runs
 	// Ruby's interrupts after every kernel wait anyway.
 	if err != nil && (n == 0 || !errors.Is(err, unix.EINTR)) {

@@ -31,10 +31,17 @@ var schedTickOn = os.Getenv("FARCE_SCHED_TICK") != "0"
 // refresh yields the P once schedTickEvery has passed. Called with no lock
 // held (the yield may run another thread's goroutine first).
 func (t *schedTick) refresh() {
+	if schedTickOn {
+		t.refreshAt(nanotime())
+	}
+}
+
+// refreshAt is refresh with the time (nanotime) already read: a poll hands
+// the scheduler's last clock reading, one clock read fewer per poll.
+func (t *schedTick) refreshAt(now int64) {
 	if !schedTickOn {
 		return
 	}
-	now := nanotime()
 	last := t.last.Load()
 	if now-last < int64(schedTickEvery) || !t.last.CompareAndSwap(last, now) {
 		return
