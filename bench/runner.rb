@@ -13,7 +13,7 @@
 #                        farce-epoll+FARCE_STALL_MS=100@3.3 = with stall detection on).
 #                        Async on Ruby X is the reference of every contender on Ruby X.
 #   BENCH_REFERENCES=0   skip the reference rows (C epoll ping-pong, Ruby floor)
-#   BENCH_EXTRA=1        also io_uring, poll, GOMAXPROCS=1, the pure-Ruby core and threads
+#   BENCH_EXTRA=1        also io_uring, poll, GOMAXPROCS=1 and threads
 #   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, pp100, http64, http1000, scale0,
 #                        scale10k, timers, spawnburst, acceptburst, queue, xthread, memfiber, memio)
 #   BENCH_SID_RUN=path   chroot runner (default .ci/sid-run; .ci/sid-setup makes the chroot)
@@ -127,7 +127,7 @@ module Bench
 
     # The same-Ruby headline first (farce and Async on 3.3, then 3.4), then the
     # extra rows: farce on the host's Ruby, farce without its Go scheduler
-    # tick, farce with stall detection on; with BENCH_EXTRA=1 more (they add
+    # tick, farce with stall detection on, the pure-Ruby core; with BENCH_EXTRA=1 more (they add
     # ~10 minutes to a full run).
     def discover_contenders
       if ENV["BENCH_CONTENDERS"]
@@ -164,12 +164,13 @@ module Bench
       list << "farce-epoll+FARCE_SCHED_TICK=0@#{main}" if backends.include?("epoll")
       # what stall detection (issue 16: watchdog, turn stamps) costs, in the same run
       list << "farce-epoll+FARCE_STALL_MS=100@#{main}" if backends.include?("epoll")
-      # BENCH_EXTRA=1: the other backends, GOMAXPROCS=1, the pure-Ruby core, threads
+      # what the pure-Ruby core (the fallback without Go, issue 19) costs
+      list << "farce-ruby@#{main}"
+      # BENCH_EXTRA=1: the other backends, GOMAXPROCS=1, threads
       if ENV["BENCH_EXTRA"] == "1"
         list << "farce-io_uring@#{main}" if backends.include?("io_uring")
         list << "farce-poll@#{main}" if backends.include?("poll")
         list << "farce-epoll+GOMAXPROCS=1@#{main}" if backends.include?("epoll")
-        list << "farce-ruby@#{main}" unless backends.empty?
         list << "threads@#{main}"
       end
       list
