@@ -6,9 +6,6 @@ require_relative "test_helper"
 # must never hang, spin or corrupt. Each test names its item. Anything that
 # could hang runs in a child process killed after a hard deadline
 # (ruby_subprocess), so a regression fails instead of stopping the suite.
-#
-# Items whose fix belongs to the front ends (shim/selector) are skipped as
-# pending until that fix lands; FARCE_PENDING=1 runs them anyway.
 class TestRobustness < Minitest::Test
   ALL_BACKENDS = %i[epoll poll io_uring].freeze
   # The io_read hook takes an offset from Ruby 3.2 on (the child scripts call it by hand).
@@ -38,12 +35,6 @@ class TestRobustness < Minitest::Test
     list = backends(only)
     skip "none of #{only.inspect} available or selected" if list.empty?
     list.each { |b| yield b }
-  end
-
-  def pending!(item)
-    return if ENV["FARCE_PENDING"] == "1"
-
-    skip "pending: issue 13 item #{item} (front-end fix after the restructure)"
   end
 
   def needs_ruby(version)
