@@ -536,6 +536,10 @@ module Bench
                 value: ->(r) { r.dig("timers", "timers_per_cpu_second") }),
         Row.new(id: "timersp99", label: "timer lateness p99", unit: "ms", better: :lower,
                 value: ->(r) { r.dig("timers", "lateness_p99_ms") }),
+        Row.new(id: "timersalive", label: "timers: most sleepers parked at once", unit: "fibers", better: :lower,
+                value: ->(r) { r.dig("timers", "peak_alive") }),
+        Row.new(id: "timersgc", label: "timers: mean GC pause (where the Ruby keeps GC time)", unit: "ms",
+                better: :lower, value: ->(r) { r.dig("timers", "gc_ms_mean") }),
         Row.new(id: "spawnp50", label: "spawn burst: timer lateness p50", unit: "ms", better: :lower,
                 value: ->(r) { r.dig("spawnburst", "lateness_p50_ms") }),
         Row.new(id: "spawnp99", label: "spawn burst: timer lateness p99", unit: "ms", better: :lower,
@@ -857,7 +861,20 @@ module Bench
         trip). Ruby 3.3 puts those buffers in its 80-byte size pool, which holds the idle
         connections' buffers and strings and which 3.3 does not grow, so it collects 7–9 times as
         often as 3.1 and 3.4 do (`RUBY_GC_HEAP_1_INIT_SLOTS=60000` brings farce on 3.3 from 0.26
-        to ~0.75 of the 0-idle rate).
+        to ~0.75 of the 0-idle rate). How often 3.3 collects there depends on what else happens to
+        sit in that pool: the same workload started as `ruby bench/workloads.rb` (a relative path)
+        instead of the runner's absolute path makes 0.47 minor GCs per 1,000 round trips instead of
+        1.12, and 63,000 round trips/s instead of 37,000. What farce controls is the cost per parked
+        fiber in each collection: its own C frames below a parked fiber are under 700 bytes
+        (`-fstack-usage`), and 9,000 fibers parked in `read` cost 13.7 ms per minor GC on 3.3,
+        9.9 ms parked in `sleep`, against 4 ms for bare fibers parked in `Fiber.yield` with no
+        scheduler: the rest is Ruby's frames for the hook call (each C-to-Ruby re-entry such as
+        `each` with a block adds ~0.33 µs per fiber per GC).
+
+        The timer rows depend on how many sleepers are parked at once (the "most sleepers parked at
+        once" row), because every minor GC marks every parked fiber: a contender that spawns the
+        100,000 faster has more of them alive together and longer GC pauses, which is what its
+        lateness p99 is made of.
 
         The CPU rows split the HTTP server's CPU time over the wrk run by thread
         (`/proc/PID/task/*/schedstat`): the main Ruby thread runs the event loop; the Go threads are

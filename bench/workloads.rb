@@ -121,6 +121,7 @@ module Bench
       woke = Array.new(count)
       spawned_at = nil
       cpu0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+      gc0 = Bench.gc_snapshot
       started = Bench.now
       harness.run do
         count.times do |i|
@@ -135,6 +136,7 @@ module Bench
       end
       elapsed = Bench.now - started
       cpu = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu0
+      gc1 = Bench.gc_snapshot
       counted = (0...count).select { |i| due[i] >= spawned_at || woke[i] <= spawned_at }
       late = counted.map { |i| woke[i] - due[i] }.sort
       late = [Float::NAN] if late.empty?
@@ -144,7 +146,25 @@ module Bench
         lateness_p50_ms: (Bench.percentile(late, 0.50) * 1000).round(3),
         lateness_p99_ms: (Bench.percentile(late, 0.99) * 1000).round(3),
         lateness_max_ms: (late.last * 1000).round(3), lateness_counted: counted.size,
-        woke_early: early }
+        woke_early: early, peak_alive: peak_alive(due, woke, durations), **gc_pauses(gc0, gc1) }
+    end
+
+    # The most sleepers parked at once (each is alive from due - duration to
+    # woke): a faster spawner has more of them, and every minor GC marks every
+    # parked fiber again, so its pauses grow with this number.
+    def peak_alive(due, woke, durations)
+      events = due.each_index.flat_map { |i| [[due[i] - durations[i], 1], [woke[i], -1]] }
+      alive = peak = 0
+      events.sort!.each { |_, step| peak = [peak, alive += step].max }
+      peak
+    end
+
+    # GC over a run: collections and their mean length (where the Ruby keeps GC time).
+    def gc_pauses(before, after)
+      gcs = after[:minor] + after[:major] - before[:minor] - before[:major]
+      out = { gc_count: gcs }
+      out[:gc_ms_mean] = ((after[:ms] - before[:ms]).to_f / gcs).round(2) if gcs.positive? && before[:ms] && after[:ms]
+      out
     end
 
     # 5a. Queue hand-off between two tasks (Thread::Queue ping-pong).
