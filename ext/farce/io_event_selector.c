@@ -369,7 +369,7 @@ static VALUE sel_turn_budget(VALUE self)
 
 /* call-seq: turn_budget = seconds or nil
  * How long a fiber may run before a read, write or wait that would not
- * block gives the loop a turn first (default 2 ms; nil: never). */
+ * block gives the loop a turn first (default 0.5 ms; nil: never). */
 static VALUE sel_set_turn_budget(VALUE self, VALUE seconds)
 {
     sel_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);

@@ -317,14 +317,18 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
  * next to a read(2) of ~1 us): past the budget, the fiber is queued as
  * ready behind what is ready already, and runs again after one iteration.
  *
- * The default, 2 ms, from bench/workloads.rb's spawn_burst (2,000 sleeps of
- * 1-100 ms spawned in one go) and accept_burst (1,500 connections in the
- * backlog, a 1 ms ticker) on Ruby 3.3, against Async in the same runs: the
- * ticker's worst gap was 2.6-3.6 ms at 2 ms, 3.5-4.2 ms at 1 ms (more
- * iterations), 3.7-5.5 ms at 3 ms and 5-6 ms at 5 ms, Async's 3.9-4.1 ms;
- * the burst's total time did not change. What is left of spawn_burst's
- * tail is Ruby's own pauses inside Fiber.new (the fiber pool growing by
- * 512 or 1,024 stacks: 3-7 ms) and GC, which no turn can split.
+ * The default, 0.5 ms, from bench/workloads.rb's spawn_burst (2,000 sleeps
+ * of 1-100 ms spawned in one go: lateness p99) and accept_burst (1,500
+ * connections in the backlog, a 1 ms ticker: its worst gap) on Ruby 3.3,
+ * medians of 5 alternating runs with Async in the same runs: 5.2 ms and
+ * 3.1 ms at 2 ms, 4.1 and 2.3 at 1 ms, 3.8 and 1.8 at 0.5 ms, 4.1 and 2.3
+ * at 0.25 ms (more iterations than they save); Async 3.4 and 4.3. The
+ * bursts' total time did not change. A turn costs one zero-timeout poll
+ * (~1 us), so at 0.5 ms a spawner loses at most ~0.2% to them. What is
+ * left of spawn_burst's tail is Ruby's own pauses inside the new fiber's
+ * first resume (the fiber pool growing by 512 or 1,024 stacks: 3-7 ms)
+ * and GC, which no turn can split; farce spawning twice as fast as Async
+ * puts twice as many timers due inside each of those pauses.
  */
 void farce_loop_give_turn(farce_loop *l)
 {

@@ -220,7 +220,7 @@ VALUE farce_backend_names(void);
 /* ---- turns ------------------------------------------------------------------ */
 
 /* The turn budget when none is given: see farce_loop_give_turn for the measurements. */
-#define FARCE_DEFAULT_TURN_BUDGET_NS 2000000LL
+#define FARCE_DEFAULT_TURN_BUDGET_NS 500000LL
 
 static inline int64_t farce_monotonic_ns(void)
 {

@@ -27,7 +27,7 @@ module Farce
     # io_wait on a ready descriptor) gives the loop a turn first: measured
     # in bench/README.md (spawn and accept bursts). The C core keeps the
     # same figure (FARCE_DEFAULT_TURN_BUDGET_NS).
-    DEFAULT_TURN_BUDGET = 0.002
+    DEFAULT_TURN_BUDGET = 0.0005
 
     # backend: :auto picks the best available driver (see #fallback_reason),
     # or name one of Farce.backends (what this system's core offers), or :ruby
