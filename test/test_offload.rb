@@ -145,6 +145,34 @@ class TestOffload < Minitest::Test
     Fiber.set_scheduler(nil)
   end
 
+  # Ruby 3.4 sends the close(2) of every writable IO through
+  # blocking_operation_wait; a socket's close does not wait, and a worker's
+  # round trip per close made a burst of hang-ups stall every connection
+  # (bench/README.md, HTTP at 1,000 connections). It runs on the loop's
+  # thread, also when a subclass wraps the hook, and IO works after it.
+  def test_close_runs_on_the_loops_thread_not_on_a_worker
+    needs "3.4", "blocking_operation_wait (Ruby 3.4 routes IO#close through it)"
+    scheduler = Tracing.new(backend: backend)
+    Fiber.set_scheduler(scheduler)
+    pairs = Array.new(50) { UNIXSocket.pair }
+    read_back = []
+    pairs.each do |a, b|
+      Fiber.schedule do
+        a.write("x")
+        a.close
+        read_back << b.read # EOF after the byte: the close really happened
+        b.close
+      end
+    end
+    scheduler.run
+    assert_operator scheduler.operations, :>=, 100, "each close must still reach blocking_operation_wait"
+    assert_equal 0, scheduler.worker_pool.threads, "no close may go to a worker thread"
+    assert_equal ["x"] * 50, read_back
+    assert pairs.flatten.all?(&:closed?)
+  ensure
+    Fiber.set_scheduler(nil)
+  end
+
   def test_blocking_operation_wait_returns_the_value_and_raises_the_exception
     value = error = nil
     farce do

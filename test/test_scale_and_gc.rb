@@ -68,6 +68,51 @@ class TestScaleAndGC < Minitest::Test
     results.each { |i, s| assert_equal((i % 10).to_s, s) }
   end
 
+  # The descriptor table remembers IOs without marking them and trusts an
+  # unchanged GC count as proof that one is alive. A sighting while an
+  # incremental GC marks is no proof: the IO can be closed, dropped, and
+  # freed by that GC's sweep with the count unchanged. A new socket on the
+  # same descriptor then made farce read the old IO's slot, reused by a
+  # String (Ruby 3.4: SEGV at 0x14, 3 of 3 runs). In a child process.
+  def test_a_descriptor_reused_after_its_io_was_freed_in_the_same_gc
+    code = <<~RUBY
+      require "farce"
+      keep = Array.new(400_000) { |i| [i.to_s] } # a heap that takes several steps to mark
+      tried = 0
+      Farce.run(backend: :#{backend}) do
+        20.times do
+          GC.start(full_mark: true, immediate_mark: false)
+          next unless GC.latest_gc_info(:state) == :marking
+          epoch = GC.count
+          a, b = UNIXSocket.pair
+          b.write("x")
+          a.readpartial(1) # a enters the table while the GC marks
+          fd = a.fileno
+          marking = GC.latest_gc_info(:state) == :marking
+          a.close
+          a = nil
+          junk = []
+          junk << "abcd".dup until GC.latest_gc_info(:state) == :none || GC.count != epoch
+          fill = Array.new(200_000) { "GET ".dup } # the freed slots are reused
+          next b.close unless GC.count == epoch && marking
+          c, d = UNIXSocket.pair
+          if c.fileno == fd
+            tried += 1
+            d.write("y")
+            got = c.readpartial(1) # farce looks at the entry a left behind
+            raise "read \#{got.inspect}" unless got == "y"
+          end
+          [b, c, d].each(&:close)
+        end
+      end
+      puts "tried \#{tried}"
+    RUBY
+    out, status = ruby_subprocess(code, timeout: 120)
+    assert status.success?, "the child died: #{out.lines.first(8).join}"
+    tried = out[/^tried (\d+)/, 1].to_i
+    skip "no GC stayed in its marking phase long enough to set the case up" if tried.zero?
+  end
+
   def test_go_runtime_threads_and_goroutines_stay_bounded
     skip_on_ruby_core "has no Go runtime threads or goroutines"
     farce do

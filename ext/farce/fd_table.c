@@ -7,8 +7,12 @@
  * an entry remembers its IO without marking it, and dereferences it only
  * while it is known alive:
  *
- *   - rb_gc_count() unchanged since the IO was last seen alive: no object
- *     has been freed since, so the address still names that IO;
+ *   - rb_gc_count() unchanged since the IO was last seen alive, outside a
+ *     GC's marking: no object has been freed since, so the address still
+ *     names that IO. (An IO seen alive while an incremental GC marks may
+ *     still be dropped and left unmarked, then freed by that same GC's
+ *     sweep with rb_gc_count() unchanged: such a sighting proves nothing.
+ *     Ruby 3.4 crashed on it, a 4-byte String in the IO's old slot.)
  *   - otherwise the IO's object id is looked up in a WeakMap, which answers
  *     nil once the IO is garbage. A new object at a reused address has
  *     another id.
@@ -60,15 +64,28 @@ static VALUE weak_map(farce_fd_table *t)
     return t->alive;
 }
 
+/* What to remember in gc_seen when f->io was just seen alive: the GC
+ * count, or NEVER_SEEN while a GC is marking (see the top of this file).
+ * Only recording asks for the GC's state; the checks compare counts. */
+#define NEVER_SEEN SIZE_MAX
+static size_t seen_now(void)
+{
+    static VALUE sym_state, sym_marking;
+    if (!sym_state) {
+        sym_state = ID2SYM(rb_intern("state"));
+        sym_marking = ID2SYM(rb_intern("marking"));
+    }
+    return rb_gc_latest_gc_info(sym_state) == sym_marking ? NEVER_SEEN : rb_gc_count();
+}
+
 /* Whether f->io is still the live object it was: only then may it be
  * dereferenced. */
 static int io_alive(farce_fd_table *t, farce_fd_ent *f)
 {
     if (!f->io) return 0;
-    size_t gc = rb_gc_count();
-    if (f->gc_seen == gc) return 1;
+    if (f->gc_seen == rb_gc_count()) return 1;
     if (!t->alive || !FIXNUM_P(f->io_id) || rb_funcall(t->alive, id_aref, 1, f->io_id) != f->io) return 0;
-    f->gc_seen = gc;
+    f->gc_seen = seen_now();
     return 1;
 }
 
@@ -76,10 +93,9 @@ static int io_alive(farce_fd_table *t, farce_fd_ent *f)
 static int same_io(farce_fd_ent *f, VALUE io)
 {
     if (f->io != io) return 0;
-    size_t gc = rb_gc_count();
-    if (f->gc_seen == gc) return 1; /* nothing freed since: the address still names f's IO */
+    if (f->gc_seen == rb_gc_count()) return 1; /* nothing freed since: the address still names f's IO */
     if (rb_obj_id(io) != f->io_id) return 0; /* a new object where a collected one was */
-    f->gc_seen = gc;
+    f->gc_seen = seen_now();
     return 1;
 }
 
@@ -103,7 +119,7 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
     int flags = fcntl(fd, F_GETFL);
     f->io = io;
     f->io_id = FIXNUM_P(id) ? id : Qfalse; /* never a Bignum on 64-bit hosts; Qfalse: checked each GC */
-    f->gc_seen = rb_gc_count();
+    f->gc_seen = seen_now();
     f->drained = 0;
     f->async = 0;
     f->blocking = flags >= 0 && !(flags & O_NONBLOCK);

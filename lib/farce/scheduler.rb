@@ -145,13 +145,43 @@ module Farce
       end.value
     end
 
-    # Ruby 3.4+: a C function that would block the thread (zlib, close(2),
+    # Ruby 3.4+: a C function that would block the thread (zlib, open(2),
     # ...) runs on a worker thread while other fibers keep running. The
     # operation always runs; its value is returned, its exception raised.
+    #
+    # IO#close is the exception: it runs right here, as it does without a
+    # scheduler. Ruby 3.4 sends the close(2) of every writable IO (every
+    # socket) through this hook, and a worker's round trip costs 40-100 us
+    # against the close's few: a server whose 1,000 clients hang up at once
+    # queued the closes behind 4 workers for 100-400 ms, and the requests
+    # of the live connections waited with them (bench/README.md, HTTP at
+    # 1,000 connections). Fiber.blocking makes Ruby run the call itself
+    # (with the GVL released) instead of coming back to this hook.
     def blocking_operation_wait(work)
       return work.call if closed? || Fiber.blocking?
+      return Fiber.blocking { work.call } if inline_operation?
 
       offload(work)
+    end
+
+    # The C methods whose blocking operation runs on the loop's thread (see
+    # blocking_operation_wait): close(2) of a socket or pipe does not wait.
+    # (Of a file on NFS it may flush; Ruby without a scheduler, and Async
+    # by default, wait for it the same way.)
+    INLINE_OPERATIONS = %w[IO#close].freeze
+
+    # Whether the C method that called blocking_operation_wait (the first
+    # frame above this hook and its overrides) is one of INLINE_OPERATIONS.
+    private def inline_operation?
+      return false unless Thread.respond_to?(:each_caller_location) # Ruby < 3.2 calls the hook only by hand
+
+      Thread.each_caller_location do |location|
+        label = location.label
+        next if label.end_with?("blocking_operation_wait", "inline_operation?")
+
+        return INLINE_OPERATIONS.include?(label)
+      end
+      false
     end
 
     # io_pread and io_pwrite (Ruby 3.3+) are C methods (ext/farce/positional_io.c):
