@@ -106,7 +106,16 @@ class TestSelectorContractFarce < Minitest::Test
   def self.selector_class = IO::Event::Selector::Farce
 end
 
+# io-event's EPoll selector is its native extension: sid's is built for Ruby
+# 3.3 only, so on 3.4 io-event loads its pure-Ruby selectors without it.
 class TestSelectorContractEPoll < Minitest::Test
   include SelectorContract
   def self.selector_class = IO::Event::Selector::EPoll
+
+  def setup
+    unless IO_EVENT_MISSING || defined?(IO::Event::Selector::EPoll)
+      skip "io-event on Ruby #{RUBY_VERSION} has no native EPoll selector to compare with"
+    end
+    super
+  end
 end
