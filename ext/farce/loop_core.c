@@ -122,6 +122,7 @@ int farce_loop_release(farce_loop *l)
     l->closed = 1;
     if (l->waits) memset(l->waits, 0, l->nwaits * sizeof(farce_wait));
     farce_fd_table_clear(&l->fds);
+    l->nreserve = 0; /* the released core's */
     st_clear(l->blocked);
     l->batch_pos = l->batch_len = 0;
     l->parked = l->fd_parked = 0;
@@ -232,7 +233,18 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
     farce_loop_turn_ends(l);
     scan_closed(l);
     int64_t n;
-    if (l->core->poll_noting) {
+    if (l->core->poll_batch) {
+        /* the last batch's resume stamps (the core's wake-up latency
+         * histogram), the descriptor waits begun since, and the reserve of
+         * tokens for the next ones, all in the one call */
+        int last = l->batch_len;
+        farce_poll_args a = {l->resumed_at, last, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
+                             FARCE_DEFERRED_WAITS};
+        n = l->core->poll_batch(l->handle, 0, l->batch, FARCE_BATCH, &a);
+        l->fds.ndeferred = 0;
+        if (a.reserved >= 0 && a.reserved <= FARCE_DEFERRED_WAITS) l->nreserve = a.reserved;
+        memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
+    } else if (l->core->poll_noting) {
         /* the last batch's resume stamps: the core's wake-up latency histogram */
         int last = l->batch_len;
         n = l->core->poll_noting(l->handle, 0, l->batch, FARCE_BATCH, l->resumed_at, last);
@@ -368,7 +380,8 @@ VALUE farce_loop_stats(farce_loop *l)
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("backend")), l->backend);
     rb_hash_aset(h, ID2SYM(rb_intern("parked_fibers")), LONG2NUM(l->parked));
-    rb_hash_aset(h, ID2SYM(rb_intern("pending_waits")), LL2NUM(v[FARCE_STAT_PENDING_WAITS]));
+    /* with the descriptor waits the next poll starts */
+    rb_hash_aset(h, ID2SYM(rb_intern("pending_waits")), LL2NUM(v[FARCE_STAT_PENDING_WAITS] + l->fds.ndeferred));
     rb_hash_aset(h, ID2SYM(rb_intern("ready_waits")), LL2NUM(v[FARCE_STAT_READY_WAITS]));
     rb_hash_aset(h, ID2SYM(rb_intern("timers")), LL2NUM(v[FARCE_STAT_TIMERS]));
     rb_hash_aset(h, ID2SYM(rb_intern("registered_descriptors")), LL2NUM(v[FARCE_STAT_REGISTERED_FDS]));

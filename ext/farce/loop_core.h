@@ -134,6 +134,12 @@ struct farce_loop {
     int64_t idle_ns;
 
     int64_t resumed_at[FARCE_BATCH]; /* when batch[i]'s fiber resumed (0: it did not), for the next poll */
+
+    /* Tokens the core reserved for descriptor waits (farce_poll_batch): a
+     * fiber parks on one at once, and the next poll starts its wait
+     * (fds.deferred), one call into Go fewer per wait (wait_table.c). */
+    uint64_t reserve[FARCE_DEFERRED_WAITS];
+    int nreserve;
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
