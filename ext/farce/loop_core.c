@@ -55,7 +55,7 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
     l->stall_fiber = l->stall_backtrace = Qnil;
 }
 
-void farce_loop_start(farce_loop *l, const char *backend)
+void farce_loop_start_core(farce_loop *l, const char *backend)
 {
     if (l->handle) return;
     if (l->closed) farce_loop_check_usable(l);
@@ -222,6 +222,12 @@ static void *poll_body(void *p)
 static void scan_closed(farce_loop *l)
 {
     if (!l->fd_parked) return;
+    /* A loop that polls without waiting in the kernel polls every few
+     * microseconds: it reads the clock for the scan every 8th poll only.
+     * After a kernel wait (every poll of an idle loop, capped at
+     * FARCE_CLOSE_SCAN_NS) it always does, so the scan keeps its period. */
+    if (!l->slept && (++l->scan_polls & 7) != 0) return;
+    l->scan_polls = 0;
     int64_t now = farce_monotonic_ns();
     if (now - l->last_scan < FARCE_CLOSE_SCAN_NS) return;
     l->last_scan = now;
@@ -232,6 +238,7 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
 {
     farce_loop_turn_ends(l);
     scan_closed(l);
+    l->slept = 0;
     int64_t n;
     if (l->core->poll_batch) {
         /* the last batch's resume stamps (the core's wake-up latency
@@ -268,6 +275,7 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
         l->in_kernel_wait = 1;
         rb_nogvl(poll_body, &a, farce_write_wake, &l->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
         l->in_kernel_wait = 0;
+        l->slept = 1;
         int64_t slept = farce_monotonic_ns() - t0;
         l->idle_ns += slept;
         l->idle_duration = (double)slept / 1e9;
@@ -338,13 +346,18 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
  * tail is Ruby's own pauses inside Fiber.new (the fiber pool growing by
  * 512 or 1,024 stacks: 3-7 ms) and GC, which no turn can split.
  */
-void farce_loop_give_turn(farce_loop *l)
+void farce_loop_give_turn_done(farce_loop *l)
 {
     l->turns_given++;
     l->front->give_turn(l);
     /* where the front end could not give one (see its give_turn), the
      * check stays quiet for another budget */
     farce_loop_turn_begins(l);
+}
+
+void farce_loop_give_turn(farce_loop *l)
+{
+    farce_loop_give_turn_done(l);
     /* closed meanwhile (by a fiber the turn ran, or from another thread,
      * handed to the loop): the hook that asked cannot go on */
     farce_loop_check_usable(l);
