@@ -123,6 +123,7 @@ int farce_loop_release(farce_loop *l)
     if (l->waits) memset(l->waits, 0, l->nwaits * sizeof(farce_wait));
     farce_fd_table_clear(&l->fds);
     l->nreserve = 0; /* the released core's */
+    l->nwakes = 0;
     st_clear(l->blocked);
     l->batch_pos = l->batch_len = 0;
     l->parked = l->fd_parked = 0;
@@ -190,6 +191,7 @@ void farce_loop_free(farce_loop *l)
     farce_loop_orphan(l); /* the handle, and the wait table if operations are in flight */
     if (l->blocked) st_free_table(l->blocked);
     xfree(l->waits);
+    xfree(l->wakes);
     farce_fd_table_free(&l->fds);
 }
 
@@ -246,9 +248,10 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
          * tokens for the next ones, all in the one call */
         int last = l->batch_len;
         farce_poll_args a = {l->resumed_at, last, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
-                             FARCE_DEFERRED_WAITS};
+                             FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes};
         n = l->core->poll_batch(l->handle, 0, l->batch, FARCE_BATCH, &a);
         l->fds.ndeferred = 0;
+        l->nwakes = 0;
         if (a.reserved >= 0 && a.reserved <= FARCE_DEFERRED_WAITS) l->nreserve = a.reserved;
         memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
     } else if (l->core->poll_noting) {
@@ -322,6 +325,21 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
         return 1;
     }
     return 0;
+}
+
+void farce_loop_wake(farce_loop *l, uint64_t token)
+{
+    if (!l->core->poll_batch) {
+        farce_stack_guard();
+        l->core->wake(l->handle, token);
+        return;
+    }
+    if (l->nwakes == l->wakes_cap) {
+        long cap = l->wakes_cap ? l->wakes_cap * 2 : 64;
+        REALLOC_N(l->wakes, uint64_t, cap);
+        l->wakes_cap = cap;
+    }
+    l->wakes[l->nwakes++] = token;
 }
 
 /* ---- turns --------------------------------------------------------------------- */

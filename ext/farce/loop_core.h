@@ -142,6 +142,10 @@ struct farce_loop {
      * (fds.deferred), one call into Go fewer per wait (wait_table.c). */
     uint64_t reserve[FARCE_DEFERRED_WAITS];
     int nreserve;
+    /* Wakes (Fiber::Scheduler#unblock) the next poll applies, before it
+     * fires timers: a wake from the loop's thread costs no call either. */
+    uint64_t *wakes;
+    long nwakes, wakes_cap;
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -285,6 +289,10 @@ static inline void farce_loop_turn_check_done(farce_loop *l)
 {
     if (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns) farce_loop_give_turn_done(l);
 }
+
+/* Wakes the wait token names at the next poll (or now, with a core that
+ * cannot take wakes with its poll). On the loop's thread only. */
+void farce_loop_wake(farce_loop *l, uint64_t token);
 
 /* ---- small helpers --------------------------------------------------------- */
 

@@ -7,13 +7,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Reserved waits: one call into the core fewer per descriptor wait. A
+// Reserved waits: one call into the core fewer per wait. A
 // fiber that must wait for a descriptor parks at once on a token the
 // extension holds in reserve (handed out by an earlier poll), and the wait
 // itself starts in the next poll, before it asks the driver (BindFD): every
 // wait begun during one run of ready fibers costs no crossing of its own.
 // Until it is bound a reserved slot is parked with no timer and no
-// descriptor, as a YieldLast slot is; Cancel releases it like any park.
+// descriptor, as a YieldLast slot is; Cancel releases it like any park, and
+// Wake finishes it like any untimed Park (BindPark, which only makes it
+// count as pending, may come before or after).
 
 // Reserve hands out a parked slot for a later BindFD.
 func (s *Scheduler) Reserve() (Token, error) {
@@ -51,6 +53,20 @@ func (s *Scheduler) BindFD(tok Token, fd int, events Events, known Readiness) bo
 	default:
 		s.linkFD(i, sl, fd, events&driver.RubyMask)
 	}
+	return true
+}
+
+// BindPark makes a reserved token a plain Park without a timeout (it is one
+// already, untimed and woken by Wake; from now on it also counts as a
+// pending wait). It reports false when tok does not name a reserved wait
+// (woken, cancelled, or never reserved).
+func (s *Scheduler) BindPark(tok Token) bool {
+	_, sl := s.slots.lookup(tok)
+	if sl == nil || !sl.reserved || sl.state != slotParked {
+		return false
+	}
+	sl.reserved = false
+	s.reserved--
 	return true
 }
 

@@ -171,6 +171,10 @@ func (s *Scheduler) finish(i uint32, result int64) {
 	if sl.state == slotParked {
 		s.unlink(i, sl)
 	}
+	if sl.reserved { // a reserved park woken before the poll that binds it
+		sl.reserved = false
+		s.reserved--
+	}
 	sl.state = slotReady
 	sl.result = result
 	sl.readyAt = 0 // stamped by the poll that hands it out (stampReady), or a timer's deadline

@@ -442,11 +442,12 @@ func farce_poll_noting(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, 
 	return poll(h, blockNS, out, capacity, at)
 }
 
-// farce_poll_batch is farce_poll_noting that also starts the descriptor
-// waits fibers parked on since the last poll (args.waits, on tokens this
-// call reserved earlier), before it polls, and tops the caller's reserve
-// of tokens up to args.reserve_cap (sched.Reserve): a fiber that waits on
-// a descriptor then costs no call of its own. A wait whose token no longer
+// farce_poll_batch is farce_poll_noting that also starts the waits fibers
+// parked on since the last poll (args.waits, on tokens this call reserved
+// earlier) and then applies the wakes asked for since (args.wakes), before
+// it polls, and tops the caller's reserve of tokens up to
+// args.reserve_cap (sched.Reserve): a fiber that waits on a descriptor or
+// parks untimed, and a wake, then cost no call of their own. A wait whose token no longer
 // names a reserved slot (cancelled meanwhile) is skipped. The waits are
 // started even when the poll then fails.
 //
@@ -462,6 +463,11 @@ func farce_poll_batch(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, c
 	return pollWith(h, blockNS, out, capacity, at, func(c *core) C.int64_t {
 		if args.waits != nil && args.nwaits > 0 {
 			bindWaits(c, unsafe.Slice(args.waits, int(args.nwaits)))
+		}
+		if args.wakes != nil && args.nwakes > 0 {
+			for _, tok := range unsafe.Slice((*uint64)(unsafe.Pointer(args.wakes)), int(args.nwakes)) {
+				c.s.Wake(sched.Token(tok))
+			}
 		}
 		if args.reserve != nil && args.reserve_cap > 0 {
 			res := unsafe.Slice((*uint64)(unsafe.Pointer(args.reserve)), int(args.reserve_cap))
@@ -501,9 +507,13 @@ func farce_bind_waits(h C.int64_t, waits *C.farce_fd_wait, n C.int) C.int64_t {
 	return 0
 }
 
-// bindWaits starts the waits (sched.BindFD). Called with c.mu held.
+// bindWaits starts the waits (sched.BindFD, sched.BindPark). Called with c.mu held.
 func bindWaits(c *core, waits []C.farce_fd_wait) {
 	for _, w := range waits {
+		if w.fd < 0 {
+			c.s.BindPark(sched.Token(w.token))
+			continue
+		}
 		c.s.BindFD(sched.Token(w.token), int(w.fd), sched.Events(w.events), sched.Readiness(w.known))
 	}
 }
