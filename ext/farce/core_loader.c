@@ -255,6 +255,9 @@ static enum open_result open_core(struct core_copy *c, const char *file, struct 
     *(void **)&c->api.yield_last = dlsym(handle, "farce_yield_last");
     *(void **)&c->api.stall_watch = dlsym(handle, "farce_stall_watch");
     *(void **)&c->api.poll_noting = dlsym(handle, "farce_poll_noting");
+    *(void **)&c->api.poll_batch = dlsym(handle, "farce_poll_batch");
+    *(void **)&c->api.bind_waits = dlsym(handle, "farce_bind_waits");
+    if (!c->api.bind_waits) c->api.poll_batch = NULL; /* one without the other is no use */
     *(void **)&c->api.ops_supported = dlsym(handle, "farce_ops_supported");
     *(void **)&c->api.submit_op = dlsym(handle, "farce_submit_op");
     *(void **)&c->api.cancel_op = dlsym(handle, "farce_cancel_op");

@@ -21,6 +21,10 @@ struct farce_core_api {
     /* optional (NULL in an older core): farce_poll taking the last batch's resume stamps */
     int64_t (*poll_noting)(int64_t h, int64_t block_ns, farce_completion *out, int capacity, int64_t *resumed,
                            int nresumed);
+    /* optional (NULL in an older core): farce_poll_noting that also starts
+     * descriptor waits parked on reserved tokens, and the same start alone */
+    int64_t (*poll_batch)(int64_t h, int64_t block_ns, farce_completion *out, int capacity, farce_poll_args *args);
+    int64_t (*bind_waits)(int64_t h, farce_fd_wait *waits, int n);
     /* optional (NULL in an older core): the stall watchdog (stall.c) */
     int64_t (*stall_watch)(int64_t h, farce_turn_state *state, int64_t threshold_ns, int signo);
     int64_t (*wake)(int64_t h, uint64_t token);

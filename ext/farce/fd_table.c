@@ -109,6 +109,7 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
     int shared = io_alive(t, f) && f->io != io && farce_io_fd_or_closed(f->io) == fd;
     if (f->io && !shared && handle) { /* no handle: no core yet, nothing registered there */
         farce_stack_guard();
+        if (t->ndeferred) farce_fd_table_start_deferred(t, handle);
         int64_t r = t->core->forget_fd(handle, fd);
         if (r < 0) farce_raise_core_error(t->core, handle, r, "forget descriptor", backend);
     }
@@ -147,9 +148,16 @@ void farce_fd_table_forget(farce_fd_table *t, int64_t handle, int fd)
 {
     if (handle) {
         farce_stack_guard(); /* io_close runs on the closing fiber's stack */
+        if (t->ndeferred) farce_fd_table_start_deferred(t, handle);
         t->core->forget_fd(handle, fd);
     }
     if (fd >= 0 && fd < t->nfds) memset(&t->fds[fd], 0, sizeof(farce_fd_ent));
+}
+
+void farce_fd_table_start_deferred(farce_fd_table *t, int64_t handle)
+{
+    if (!handle || !t->core->bind_waits) return;
+    if (t->core->bind_waits(handle, t->deferred, t->ndeferred) == 0) t->ndeferred = 0;
 }
 
 void farce_fd_table_mark(const farce_fd_table *t)
@@ -161,6 +169,7 @@ void farce_fd_table_mark(const farce_fd_table *t)
 void farce_fd_table_clear(farce_fd_table *t)
 {
     if (t->nfds) memset(t->fds, 0, t->nfds * sizeof(farce_fd_ent));
+    t->ndeferred = 0;
 }
 
 void farce_fd_table_free(farce_fd_table *t)

@@ -22,9 +22,17 @@ typedef struct {
     uint8_t async;    /* completion ops: the last read had to wait, so read with an op at once */
 } farce_fd_ent;
 
+/* Descriptor waits fibers parked on since the last poll, on tokens the
+ * core reserved (loop_core.c): the next poll starts them (farce_poll_batch). */
+#define FARCE_DEFERRED_WAITS 256
+
 typedef struct {
     farce_fd_ent *fds;
     int nfds;
+    /* Kept here because forgetting a descriptor must find them started:
+     * every forget below starts them first (farce_fd_table_start_deferred). */
+    farce_fd_wait deferred[FARCE_DEFERRED_WAITS];
+    int ndeferred;
     VALUE alive; /* ObjectSpace::WeakMap: object id => IO, while the IO lives (marked) */
     const struct farce_core_api *core; /* the core copy the loop's handle belongs to */
 } farce_fd_table;
@@ -48,6 +56,10 @@ void farce_fd_table_forget_closed(farce_fd_table *t, int64_t handle);
 
 /* Drops fd (io_close): its waiters wake with IOError at once. */
 void farce_fd_table_forget(farce_fd_table *t, int64_t handle, int fd);
+
+/* Starts the deferred waits now (farce_bind_waits) instead of at the next
+ * poll. A failure leaves them to the poll. */
+void farce_fd_table_start_deferred(farce_fd_table *t, int64_t handle);
 
 void farce_fd_table_mark(const farce_fd_table *t);
 void farce_fd_table_clear(farce_fd_table *t);

@@ -149,7 +149,7 @@ static int live(const farce_sched *s) { return s->loop.handle && !farce_loop_ine
 /* Wakeups other threads asked for while they held the GVL. */
 static void drain_inbox(farce_sched *s)
 {
-    for (long i = 0; i < s->inbox_len; i++) s->loop.core->wake(s->loop.handle, s->inbox[i]);
+    for (long i = 0; i < s->inbox_len; i++) farce_loop_wake(&s->loop, s->inbox[i]);
     s->inbox_len = 0;
 }
 
@@ -460,13 +460,16 @@ static VALUE sched_kernel_sleep(int argc, VALUE *argv, VALUE self)
         return Qtrue;
     }
     if (tmo != 0 && unblocked_early(s)) return Qtrue;
-    uint64_t token = 0;
-    farce_stack_guard();
-    int64_t r = tmo == 0 ? s->loop.core->yield(s->loop.handle, &token) : s->loop.core->park(s->loop.handle, tmo, &token);
-    if (r < 0) farce_loop_raise(&s->loop, r, "sleep");
+    /* untimed (Mutex#sleep, ConditionVariable#wait): no call into Go */
+    uint64_t token = tmo < 0 ? farce_loop_defer_park(&s->loop) : 0;
+    if (!token) {
+        farce_stack_guard();
+        int64_t r = tmo == 0 ? s->loop.core->yield(s->loop.handle, &token) : s->loop.core->park(s->loop.handle, tmo, &token);
+        if (r < 0) farce_loop_raise(&s->loop, r, "sleep");
+    }
     /* registered for unblock: Mutex#sleep and ConditionVariable#wait park in
      * kernel_sleep and are woken by `unblock` */
-    farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qtrue);
+    farce_loop_park_parkable(&s->loop, token, FARCE_WAIT_FIBER, Qtrue);
     return Qtrue;
 }
 
@@ -477,11 +480,17 @@ static VALUE sched_block(int argc, VALUE *argv, VALUE self)
     rb_check_arity(argc, 1, 2);
     int64_t tmo = argc == 2 ? farce_timeout_ns(argv[1]) : -1;
     if (unblocked_early(s)) return Qtrue;
+    VALUE blocker = NIL_P(argv[0]) ? Qtrue : argv[0];
+    /* untimed (Queue#pop, Mutex#lock): a reserved token, no call into Go;
+     * the fiber must be able to park before it takes one */
+    if (tmo < 0 && farce_loop_can_park(&s->loop)) {
+        uint64_t token = farce_loop_defer_park(&s->loop);
+        if (token) return farce_loop_park_parkable(&s->loop, token, FARCE_WAIT_FIBER, blocker) == FARCE_RESULT_TIMED_OUT ? Qfalse : Qtrue;
+    }
     uint64_t token = 0;
     farce_stack_guard();
     int64_t r = s->loop.core->park(s->loop.handle, tmo, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "block");
-    VALUE blocker = NIL_P(argv[0]) ? Qtrue : argv[0];
     return farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, blocker) == FARCE_RESULT_TIMED_OUT ? Qfalse : Qtrue;
 }
 
@@ -499,8 +508,7 @@ static VALUE sched_unblock(VALUE self, VALUE blocker, VALUE fiber)
         return Qnil;
     }
     if (rb_thread_current() == s->loop.thread) {
-        farce_stack_guard();
-        s->loop.core->wake(s->loop.handle, (uint64_t)token);
+        farce_loop_wake(&s->loop, (uint64_t)token); /* at the next poll, before its timers */
         return Qnil;
     }
     if (s->inbox_len == s->inbox_cap) {

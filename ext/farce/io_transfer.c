@@ -136,11 +136,11 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     return result;
 }
 
-VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, size_t offset, off_t from,
-                        enum farce_direction direction)
+/* farce_io_transfer's loop. */
+static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, size_t offset, off_t from,
+                      enum farce_direction direction)
 {
     int reading = direction == FARCE_READ;
-    farce_loop_turn_check(l); /* a transfer that never waits must not hold the loop (loop_core.c) */
     io = rb_io_get_io(io);
     int fd = farce_io_descriptor(io);
     size_t length = NUM2SIZET(length_v);
@@ -177,7 +177,7 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
             }
             if (n == -EAGAIN || n == -EWOULDBLOCK) { /* no fast poll: wait for readiness */
                 if (reading) f->async = f->drained = 0;
-                farce_loop_wait_fd(l, fd, events, -1, FARCE_KNOWN_NOT_READY);
+                    farce_loop_wait_fd(l, fd, events, -1, FARCE_KNOWN_NOT_READY);
                 waited = 1;
                 continue;
             }
@@ -223,4 +223,19 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
         }
         return total ? SIZET2NUM(total) : LONG2NUM(-e);
     }
+}
+
+VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, size_t offset, off_t from,
+                        enum farce_direction direction)
+{
+    int64_t turn = l->turn_started_ns;
+    VALUE result = transfer(l, io, buffer, length_v, offset, from, direction);
+    /* A transfer that never waits must not hold the loop (loop_core.c).
+     * Checked once it is done, and only when no new turn began meanwhile
+     * (the fiber parked and the loop resumed it: the loop had its turn,
+     * and the clock read would be wasted; two of a ping-pong round trip's
+     * four transfers park). A wait that did not park (ready at once, or
+     * a blocking fiber) leaves the turn as it was: the check runs. */
+    if (l->turn_started_ns == turn) farce_loop_turn_check_done(l);
+    return result;
 }

@@ -55,7 +55,7 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
     l->stall_fiber = l->stall_backtrace = Qnil;
 }
 
-void farce_loop_start(farce_loop *l, const char *backend)
+void farce_loop_start_core(farce_loop *l, const char *backend)
 {
     if (l->handle) return;
     if (l->closed) farce_loop_check_usable(l);
@@ -122,6 +122,8 @@ int farce_loop_release(farce_loop *l)
     l->closed = 1;
     if (l->waits) memset(l->waits, 0, l->nwaits * sizeof(farce_wait));
     farce_fd_table_clear(&l->fds);
+    l->nreserve = 0; /* the released core's */
+    l->nwakes = 0;
     st_clear(l->blocked);
     l->batch_pos = l->batch_len = 0;
     l->parked = l->fd_parked = 0;
@@ -189,6 +191,7 @@ void farce_loop_free(farce_loop *l)
     farce_loop_orphan(l); /* the handle, and the wait table if operations are in flight */
     if (l->blocked) st_free_table(l->blocked);
     xfree(l->waits);
+    xfree(l->wakes);
     farce_fd_table_free(&l->fds);
 }
 
@@ -221,6 +224,12 @@ static void *poll_body(void *p)
 static void scan_closed(farce_loop *l)
 {
     if (!l->fd_parked) return;
+    /* A loop that polls without waiting in the kernel polls every few
+     * microseconds: it reads the clock for the scan every 8th poll only.
+     * After a kernel wait (every poll of an idle loop, capped at
+     * FARCE_CLOSE_SCAN_NS) it always does, so the scan keeps its period. */
+    if (!l->slept && (++l->scan_polls & 7) != 0) return;
+    l->scan_polls = 0;
     int64_t now = farce_monotonic_ns();
     if (now - l->last_scan < FARCE_CLOSE_SCAN_NS) return;
     l->last_scan = now;
@@ -231,8 +240,21 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
 {
     farce_loop_turn_ends(l);
     scan_closed(l);
+    l->slept = 0;
     int64_t n;
-    if (l->core->poll_noting) {
+    if (l->core->poll_batch) {
+        /* the last batch's resume stamps (the core's wake-up latency
+         * histogram), the descriptor waits begun since, and the reserve of
+         * tokens for the next ones, all in the one call */
+        int last = l->batch_len;
+        farce_poll_args a = {l->resumed_at, last, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
+                             FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes};
+        n = l->core->poll_batch(l->handle, 0, l->batch, FARCE_BATCH, &a);
+        l->fds.ndeferred = 0;
+        l->nwakes = 0;
+        if (a.reserved >= 0 && a.reserved <= FARCE_DEFERRED_WAITS) l->nreserve = a.reserved;
+        memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
+    } else if (l->core->poll_noting) {
         /* the last batch's resume stamps: the core's wake-up latency histogram */
         int last = l->batch_len;
         n = l->core->poll_noting(l->handle, 0, l->batch, FARCE_BATCH, l->resumed_at, last);
@@ -256,6 +278,7 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
         l->in_kernel_wait = 1;
         rb_nogvl(poll_body, &a, farce_write_wake, &l->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
         l->in_kernel_wait = 0;
+        l->slept = 1;
         int64_t slept = farce_monotonic_ns() - t0;
         l->idle_ns += slept;
         l->idle_duration = (double)slept / 1e9;
@@ -304,6 +327,21 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
     return 0;
 }
 
+void farce_loop_wake(farce_loop *l, uint64_t token)
+{
+    if (!l->core->poll_batch) {
+        farce_stack_guard();
+        l->core->wake(l->handle, token);
+        return;
+    }
+    if (l->nwakes == l->wakes_cap) {
+        long cap = l->wakes_cap ? l->wakes_cap * 2 : 64;
+        REALLOC_N(l->wakes, uint64_t, cap);
+        l->wakes_cap = cap;
+    }
+    l->wakes[l->nwakes++] = token;
+}
+
 /* ---- turns --------------------------------------------------------------------- */
 
 /*
@@ -330,13 +368,18 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
  * and GC, which no turn can split; farce spawning twice as fast as Async
  * puts twice as many timers due inside each of those pauses.
  */
-void farce_loop_give_turn(farce_loop *l)
+void farce_loop_give_turn_done(farce_loop *l)
 {
     l->turns_given++;
     l->front->give_turn(l);
     /* where the front end could not give one (see its give_turn), the
      * check stays quiet for another budget */
     farce_loop_turn_begins(l);
+}
+
+void farce_loop_give_turn(farce_loop *l)
+{
+    farce_loop_give_turn_done(l);
     /* closed meanwhile (by a fiber the turn ran, or from another thread,
      * handed to the loop): the hook that asked cannot go on */
     farce_loop_check_usable(l);
@@ -372,7 +415,8 @@ VALUE farce_loop_stats(farce_loop *l)
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("backend")), l->backend);
     rb_hash_aset(h, ID2SYM(rb_intern("parked_fibers")), LONG2NUM(l->parked));
-    rb_hash_aset(h, ID2SYM(rb_intern("pending_waits")), LL2NUM(v[FARCE_STAT_PENDING_WAITS]));
+    /* with the descriptor waits the next poll starts */
+    rb_hash_aset(h, ID2SYM(rb_intern("pending_waits")), LL2NUM(v[FARCE_STAT_PENDING_WAITS] + l->fds.ndeferred));
     rb_hash_aset(h, ID2SYM(rb_intern("ready_waits")), LL2NUM(v[FARCE_STAT_READY_WAITS]));
     rb_hash_aset(h, ID2SYM(rb_intern("timers")), LL2NUM(v[FARCE_STAT_TIMERS]));
     rb_hash_aset(h, ID2SYM(rb_intern("registered_descriptors")), LL2NUM(v[FARCE_STAT_REGISTERED_FDS]));

@@ -101,6 +101,8 @@ struct farce_loop {
     long parked;               /* fibers in a wait of ours, resumed or not */
     long fd_parked;            /* of which waiting on a descriptor (or an operation on one) */
     int64_t last_scan;
+    unsigned scan_polls;       /* polls since the close scan last read the clock */
+    int slept;                 /* the last poll waited in the kernel (and read the clock after) */
 
     farce_completion batch[FARCE_BATCH];
     int batch_pos, batch_len;
@@ -134,6 +136,16 @@ struct farce_loop {
     int64_t idle_ns;
 
     int64_t resumed_at[FARCE_BATCH]; /* when batch[i]'s fiber resumed (0: it did not), for the next poll */
+
+    /* Tokens the core reserved for descriptor waits (farce_poll_batch): a
+     * fiber parks on one at once, and the next poll starts its wait
+     * (fds.deferred), one call into Go fewer per wait (wait_table.c). */
+    uint64_t reserve[FARCE_DEFERRED_WAITS];
+    int nreserve;
+    /* Wakes (Fiber::Scheduler#unblock) the next poll applies, before it
+     * fires timers: a wake from the loop's thread costs no call either. */
+    uint64_t *wakes;
+    long nwakes, wakes_cap;
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -143,7 +155,12 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner);
  * NULL name means FARCE_BACKEND from the environment, else "auto". Raises
  * ArgumentError for a name the core does not offer, Farce::Error when it
  * cannot start. On a fiber stack: the stack check comes first. */
-void farce_loop_start(farce_loop *l, const char *backend);
+void farce_loop_start_core(farce_loop *l, const char *backend);
+static inline void farce_loop_start(farce_loop *l, const char *backend)
+{
+    if (RB_LIKELY(l->handle)) return; /* every wait asks: inline */
+    farce_loop_start_core(l, backend);
+}
 /* Frees the Go scheduler and forgets every wait without resuming it, after
  * the kernel completed every operation (op_pins.c). Returns 1 when done;
  * 0 when the release was handed to the loop's thread (called from another
@@ -263,6 +280,19 @@ static inline void farce_loop_turn_check(farce_loop *l)
 {
     if (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns) farce_loop_give_turn(l);
 }
+/* The same for a hook that has done its work and only returns (a transfer
+ * that did not wait): the turn is given without raising, so that what it
+ * read is not lost when the loop was closed meanwhile (its next hook
+ * raises). */
+void farce_loop_give_turn_done(farce_loop *l);
+static inline void farce_loop_turn_check_done(farce_loop *l)
+{
+    if (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns) farce_loop_give_turn_done(l);
+}
+
+/* Wakes the wait token names at the next poll (or now, with a core that
+ * cannot take wakes with its poll). On the loop's thread only. */
+void farce_loop_wake(farce_loop *l, uint64_t token);
 
 /* ---- small helpers --------------------------------------------------------- */
 

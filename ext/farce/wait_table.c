@@ -26,6 +26,18 @@ static int holds(const farce_loop *l, uint64_t token, VALUE fiber)
     return slot < l->nwaits && l->waits[slot].gen == farce_token_gen(token) && l->waits[slot].fiber == fiber;
 }
 
+/* A deferred wait (not started yet) whose fiber left it: the poll must
+ * not start it. The core's cancel releases its reserved token. */
+static void drop_deferred(farce_fd_table *t, uint64_t token)
+{
+    for (int k = 0; k < t->ndeferred; k++) {
+        if (t->deferred[k].token != token) continue;
+        memmove(&t->deferred[k], &t->deferred[k + 1], (size_t)(t->ndeferred - k - 1) * sizeof(farce_fd_wait));
+        t->ndeferred--;
+        return;
+    }
+}
+
 void farce_loop_abandon(farce_loop *l, uint64_t token)
 {
     uint32_t slot = farce_token_slot(token);
@@ -34,6 +46,7 @@ void farce_loop_abandon(farce_loop *l, uint64_t token)
     if (e->gen != farce_token_gen(token)) return; /* the loop resumed it: nothing to undo */
     if (e->kind == FARCE_WAIT_OP) return;         /* never abandoned: see farce_loop_park_op */
     if (e->kind == FARCE_WAIT_FD) l->fd_parked--;
+    if (l->fds.ndeferred) drop_deferred(&l->fds, token);
     if (e->kind == FARCE_WAIT_FIBER && e->extra != Qundef && e->extra) {
         st_data_t key = (st_data_t)e->fiber;
         st_delete(l->blocked, &key, NULL);
@@ -84,6 +97,27 @@ static int64_t park_checked(farce_loop *l, uint64_t token, enum farce_wait_kind 
     }
     return FIXNUM_P(result) ? FIX2LONG(result) : FARCE_RESULT_WOKEN;
 }
+
+int64_t farce_loop_park_parkable(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
+{
+    return park_checked(l, token, kind, extra);
+}
+
+/* Takes a reserved token and notes the wait the next poll starts on it. */
+static uint64_t defer_wait(farce_loop *l, int fd, uint32_t events, int known)
+{
+    if (l->nreserve == 0 || l->fds.ndeferred >= FARCE_DEFERRED_WAITS) return 0;
+    uint64_t token = l->reserve[--l->nreserve];
+    farce_fd_wait *d = &l->fds.deferred[l->fds.ndeferred++];
+    d->token = token;
+    d->fd = fd;
+    d->events = events;
+    d->known = known;
+    d->unused = 0;
+    return token;
+}
+
+uint64_t farce_loop_defer_park(farce_loop *l) { return defer_wait(l, -1, 0, 0); }
 
 int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
 {
@@ -178,10 +212,24 @@ static int64_t wait_fd_blocking(int fd, uint32_t events, int64_t timeout_ns)
 
 int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeout_ns, int known)
 {
-    uint64_t token = 0;
     if (RB_UNLIKELY(!farce_loop_can_park(l))) return wait_fd_blocking(fd, events, timeout_ns);
     farce_loop_start(l, NULL);
+    uint64_t deferred = timeout_ns < 0 && known != FARCE_KNOWN_UNKNOWN ? defer_wait(l, fd, events, known) : 0;
+    if (deferred) {
+        /* Park at once on a reserved token; the next poll starts the wait
+         * before it asks the kernel (farce_poll_batch), and hands it out
+         * in that same poll when the descriptor is ready by then. The
+         * result is the same as below, without a call into Go: a fiber
+         * waits after a read or write said EAGAIN (or a short read), so
+         * its descriptor is rarely ready at once. Only waits without a
+         * timeout (its clock would start late) and without a probe
+         * (UNKNOWN: io_wait asks the kernel first). */
+        int64_t result = park_checked(l, deferred, FARCE_WAIT_FD, Qundef);
+        if (result == FARCE_RESULT_CLOSED) rb_raise(rb_eIOError, "closed stream");
+        return result;
+    }
     farce_stack_guard();
+    uint64_t token = 0;
     int64_t r = l->core->wait_fd(l->handle, fd, events, timeout_ns, known, &token);
     if (r < 0) farce_loop_raise(l, r, "wait on descriptor");
     VALUE ready = Qundef;

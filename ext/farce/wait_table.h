@@ -27,6 +27,13 @@ void farce_loop_abandon(farce_loop *l, uint64_t token);
  * 0 on timeout, or FARCE_RESUMED_ELSEWHERE. Raises IOError when the
  * descriptor is closed meanwhile. Starts the core if needed. */
 int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeout_ns, int known);
+/* A token for an untimed park that the next poll starts (a reserved one,
+ * no call into Go), or 0 when none is left: the caller asks the core.
+ * Park on it at once with farce_loop_park_parkable (the caller checked
+ * farce_loop_can_park). */
+uint64_t farce_loop_defer_park(farce_loop *l);
+/* farce_loop_park for a fiber known to be able to park. */
+int64_t farce_loop_park_parkable(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra);
 farce_wait *farce_loop_wait_grow(farce_loop *l, uint32_t slot);
 /* The wait table entry of slot, growing the table when needed. */
 static inline farce_wait *farce_loop_wait_at(farce_loop *l, uint32_t slot)

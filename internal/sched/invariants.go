@@ -45,6 +45,18 @@ func (s *Scheduler) checkInvariants() error {
 			}
 		}
 	}
+	reserved := 0
+	for i := range slots {
+		if slots[i].reserved {
+			if slots[i].state != slotParked || slots[i].fd != -1 || slots[i].heapIdx != -1 {
+				return fmt.Errorf("reserved slot %d in state %d (fd %d heap %d)", i, slots[i].state, slots[i].fd, slots[i].heapIdx)
+			}
+			reserved++
+		}
+	}
+	if reserved != s.reserved {
+		return fmt.Errorf("reserved = %d, counted %d", s.reserved, reserved)
+	}
 	if inUse != s.slots.inUse {
 		return fmt.Errorf("inUse = %d, counted %d", s.slots.inUse, inUse)
 	}

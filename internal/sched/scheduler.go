@@ -28,6 +28,7 @@ type Scheduler struct {
 	wakeups   LatencyHistogram
 	unstamped []uint32 // finished since the last poll, readiness time not yet stamped (latency.go)
 	cancelled int      // slots cancelled while in the ready ring, dropped by Drain
+	reserved  int      // slots handed out by Reserve and not bound or cancelled yet (reserve.go)
 	events    []driver.Event
 	closed    bool
 
@@ -117,6 +118,10 @@ func (s *Scheduler) Cancel(tok Token) bool {
 	}
 	switch sl.state {
 	case slotParked:
+		if sl.reserved {
+			sl.reserved = false
+			s.reserved--
+		}
 		if sl.op {
 			// The kernel still owns the operation's memory and will post a
 			// completion naming this slot: keep the slot until then.
@@ -166,6 +171,10 @@ func (s *Scheduler) finish(i uint32, result int64) {
 	if sl.state == slotParked {
 		s.unlink(i, sl)
 	}
+	if sl.reserved { // a reserved park woken before the poll that binds it
+		sl.reserved = false
+		s.reserved--
+	}
 	sl.state = slotReady
 	sl.result = result
 	sl.readyAt = 0 // stamped by the poll that hands it out (stampReady), or a timer's deadline
@@ -189,16 +198,29 @@ func (s *Scheduler) WaitFD(fd int, events Events, timeout time.Duration, known R
 	if s.closed {
 		return 0, 0, ErrClosed
 	}
+	ready, err := s.prepareFD(fd, events, known)
+	if err != nil || ready != 0 {
+		return 0, ready, err
+	}
+	i, sl := s.park(timeout)
+	s.linkFD(i, sl, fd, events&driver.RubyMask)
+	return makeToken(i, sl.gen), 0, nil
+}
+
+// prepareFD is the part of a descriptor wait before it parks: the events fd
+// is known to be ready for (non-zero: no wait is needed), or 0 once the
+// driver is armed to report them.
+func (s *Scheduler) prepareFD(fd int, events Events, known Readiness) (Events, error) {
 	if err := ValidateFD(fd); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	events &= driver.RubyMask
 	if events == 0 {
-		return 0, 0, fmt.Errorf("fd %d: no events to wait for", fd)
+		return 0, fmt.Errorf("fd %d: no events to wait for", fd)
 	}
 	st := s.fds.get(fd)
 	if st.pollable == pollNo {
-		return 0, events, nil
+		return events, nil
 	}
 	if st.hangup {
 		// A hang-up or error report is a hint, not a state: a socket error
@@ -208,12 +230,12 @@ func (s *Scheduler) WaitFD(fd int, events Events, timeout time.Duration, known R
 		// the waiter.
 		got, err := driver.Probe(fd, events)
 		if err != nil || got != 0 {
-			return 0, events, nil // still hung up, or ready: the follow-up call tells
+			return events, nil // still hung up, or ready: the follow-up call tells
 		}
 		s.clearHangup(st)
 	}
 	if st.readEOF && events&driver.Readable != 0 {
-		return 0, driver.Readable, nil
+		return driver.Readable, nil
 	}
 	switch known {
 	case NotReady:
@@ -222,33 +244,38 @@ func (s *Scheduler) WaitFD(fd int, events Events, timeout time.Duration, known R
 	case Drained, Unknown:
 		if got := st.ready & events; got != 0 {
 			st.ready &^= got
-			return 0, got, nil
+			return got, nil
 		}
 		if known == Unknown && st.notReady&events != events {
 			got, hungUp, err := ProbeFD(fd, events)
 			if err != nil {
-				return 0, 0, err
+				return 0, err
 			}
 			if hungUp {
-				return 0, got, nil
+				return got, nil
 			}
 			if got != 0 {
 				st.notReady &^= got
-				return 0, got, nil
+				return got, nil
 			}
 		}
 		st.notReady |= events
 	default:
-		return 0, 0, fmt.Errorf("invalid readiness %d", known)
+		return 0, fmt.Errorf("invalid readiness %d", known)
 	}
 	if err := s.arm(fd, st, events); err != nil {
 		if errors.Is(err, driver.ErrNotPollable) {
 			st.pollable = pollNo
-			return 0, events, nil
+			return events, nil
 		}
-		return 0, 0, err
+		return 0, err
 	}
-	i, sl := s.park(timeout)
+	return 0, nil
+}
+
+// linkFD puts parked slot i at the end of fd's waiter list.
+func (s *Scheduler) linkFD(i uint32, sl *slot, fd int, events Events) {
+	st := &s.fds.fds[fd]
 	sl.fd = int32(fd)
 	sl.interest = events
 	sl.prev = st.tail
@@ -259,7 +286,6 @@ func (s *Scheduler) WaitFD(fd int, events Events, timeout time.Duration, known R
 	}
 	st.tail = int32(i)
 	st.waiters++
-	return makeToken(i, sl.gen), 0, nil
 }
 
 // arm makes sure the driver will report events on fd.
@@ -528,7 +554,7 @@ type Stats struct {
 
 func (s *Scheduler) Stats() Stats {
 	return Stats{
-		PendingWaits:  s.slots.inUse - len(s.delivered) - s.cancelled,
+		PendingWaits:  s.slots.inUse - len(s.delivered) - s.cancelled - s.reserved,
 		ReadyWaits:    s.ready.len() - s.cancelled,
 		Timers:        s.timers.len(),
 		RegisteredFDs: s.fds.registered + s.fds.opFDs,

@@ -28,6 +28,8 @@ type slot struct {
 	cancelling bool
 	orphan     bool
 	opFD       int32
+	// reserved: handed out by Reserve, no wait started on it yet (reserve.go)
+	reserved bool
 }
 
 // slotTable allocates slots, reusing freed ones first (LIFO keeps them warm).
@@ -55,7 +57,7 @@ func (t *slotTable) alloc() (uint32, *slot) {
 	s.state = slotParked
 	s.fd, s.prev, s.next, s.heapIdx = -1, -1, -1, -1
 	s.interest, s.deadline, s.result = 0, 0, 0
-	s.op, s.cancelling, s.orphan, s.opFD = false, false, false, -1
+	s.op, s.cancelling, s.orphan, s.opFD, s.reserved = false, false, false, -1, false
 	t.inUse++
 	return i, s
 }

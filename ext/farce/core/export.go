@@ -442,7 +442,90 @@ func farce_poll_noting(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, 
 	return poll(h, blockNS, out, capacity, at)
 }
 
+// farce_poll_batch is farce_poll_noting that also starts the waits fibers
+// parked on since the last poll (args.waits, on tokens this call reserved
+// earlier) and then applies the wakes asked for since (args.wakes), before
+// it polls, and tops the caller's reserve of tokens up to
+// args.reserve_cap (sched.Reserve): a fiber that waits on a descriptor or
+// parks untimed, and a wake, then cost no call of their own. A wait whose token no longer
+// names a reserved slot (cancelled meanwhile) is skipped. The waits are
+// started even when the poll then fails.
+//
+//export farce_poll_batch
+func farce_poll_batch(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int, args *C.farce_poll_args) C.int64_t {
+	if args == nil {
+		return poll(h, blockNS, out, capacity, nil)
+	}
+	var at []int64
+	if args.resumed != nil && args.nresumed > 0 {
+		at = unsafe.Slice((*int64)(unsafe.Pointer(args.resumed)), int(args.nresumed))
+	}
+	return pollWith(h, blockNS, out, capacity, at, func(c *core) C.int64_t {
+		if args.waits != nil && args.nwaits > 0 {
+			bindWaits(c, unsafe.Slice(args.waits, int(args.nwaits)))
+		}
+		if args.wakes != nil && args.nwakes > 0 {
+			for _, tok := range unsafe.Slice((*uint64)(unsafe.Pointer(args.wakes)), int(args.nwakes)) {
+				c.s.Wake(sched.Token(tok))
+			}
+		}
+		if args.reserve != nil && args.reserve_cap > 0 {
+			res := unsafe.Slice((*uint64)(unsafe.Pointer(args.reserve)), int(args.reserve_cap))
+			n := int(args.reserved)
+			if n < 0 || n > len(res) {
+				return c.fail(errors.New("farce_poll_batch: bad reserve count"))
+			}
+			for ; n < len(res); n++ {
+				tok, err := c.s.Reserve()
+				if err != nil {
+					break
+				}
+				res[n] = uint64(tok)
+			}
+			args.reserved = C.int32_t(n)
+		}
+		return 0
+	})
+}
+
+// farce_bind_waits starts descriptor waits on reserved tokens now, as the
+// next farce_poll_batch would: the extension calls it before anything that
+// must see them started (forgetting a descriptor).
+//
+//export farce_bind_waits
+func farce_bind_waits(h C.int64_t, waits *C.farce_fd_wait, n C.int) C.int64_t {
+	var code C.int64_t
+	c := acquireDriver(h, &code)
+	if c == nil {
+		return code
+	}
+	defer c.mu.Unlock()
+	if waits == nil || n < 0 {
+		return c.fail(errors.New("farce_bind_waits: bad list"))
+	}
+	bindWaits(c, unsafe.Slice(waits, int(n)))
+	return 0
+}
+
+// bindWaits starts the waits (sched.BindFD, sched.BindPark). Called with c.mu held.
+func bindWaits(c *core, waits []C.farce_fd_wait) {
+	for _, w := range waits {
+		if w.fd < 0 {
+			c.s.BindPark(sched.Token(w.token))
+			continue
+		}
+		c.s.BindFD(sched.Token(w.token), int(w.fd), sched.Events(w.events), sched.Readiness(w.known))
+	}
+}
+
 func poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int, resumed []int64) C.int64_t {
+	return pollWith(h, blockNS, out, capacity, resumed, nil)
+}
+
+// pollWith is poll that first runs before (if any) under the core's lock;
+// a negative code from it is returned without polling.
+func pollWith(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int, resumed []int64,
+	before func(*core) C.int64_t) C.int64_t {
 	c := lookup(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
@@ -467,6 +550,11 @@ func poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.in
 	}
 	if resumed != nil {
 		c.s.NoteResumed(resumed)
+	}
+	if before != nil {
+		if r := before(c); r < 0 {
+			return r
+		}
 	}
 	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
 	n, err := c.s.Poll(comps, durationNS(blockNS), pollRelease{c}) // c.mu is unlocked while it sleeps, for stats and wakes

@@ -42,6 +42,29 @@ typedef struct farce_completion {
  * active and tid with atomic stores; the watchdog (a goroutine, no GVL)
  * writes stall_seq. Allocated by the extension with malloc and handed to
  * the core by farce_stall_watch, which frees it when the handle closes. */
+/* A wait started by the next poll (farce_poll_batch) on a reserved token:
+ * the fiber parked on it without a call into the core. */
+typedef struct farce_fd_wait {
+    uint64_t token;  /* handed out in farce_poll_args.reserve */
+    int32_t fd;      /* < 0: an untimed park (woken by farce_wake or farce_poll_args.wakes) */
+    uint32_t events; /* Ruby's IO::READABLE | IO::PRIORITY | IO::WRITABLE */
+    int32_t known;   /* FARCE_KNOWN_* */
+    int32_t unused;
+} farce_fd_wait;
+
+/* What farce_poll_batch does besides the poll, all under the one call. */
+typedef struct farce_poll_args {
+    int64_t *resumed;       /* when the last batch's fibers resumed (farce_poll_noting) */
+    int32_t nresumed;
+    int32_t nwaits;         /* waits to start before the poll asks the driver */
+    farce_fd_wait *waits;
+    uint64_t *reserve;      /* tokens the caller holds for farce_fd_wait: reserve[0..reserved) */
+    int32_t reserved;       /* in: how many it holds; out: after the core topped them up */
+    int32_t reserve_cap;    /* top up to this many */
+    int32_t nwakes;         /* farce_wake for each, after the waits started */
+    uint64_t *wakes;
+} farce_poll_args;
+
 typedef struct farce_turn_state {
     int64_t seq;        /* turns begun */
     int64_t started_ns; /* CLOCK_MONOTONIC when the current turn began */
