@@ -177,7 +177,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
             }
             if (n == -EAGAIN || n == -EWOULDBLOCK) { /* no fast poll: wait for readiness */
                 if (reading) f->async = f->drained = 0;
-                    farce_loop_wait_fd(l, fd, events, -1, FARCE_KNOWN_NOT_READY);
+                farce_loop_wait_fd(l, fd, events, -1, FARCE_KNOWN_NOT_READY);
                 waited = 1;
                 continue;
             }
