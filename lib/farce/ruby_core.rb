@@ -661,6 +661,9 @@ module Farce
         end
         case result
         when :wait_readable, :wait_writable
+          # length 0 is read_nonblock/write_nonblock: never wait (io-event's answer)
+          return total.positive? ? total : -Errno::EAGAIN::Errno if length.zero?
+
           io_wait(io, reading ? IO::READABLE : IO::WRITABLE, nil)
         when nil # end of file
           return total
