@@ -42,4 +42,56 @@ class TestWaitStress < Minitest::Test
     assert_includes out, "socket read raised WaitReadable"
     assert_includes out, "done"
   end
+
+  # io_wait gave the loop its turn after it read the IO's descriptor: a
+  # fiber that ran in that turn closed the IO and a new pipe took the
+  # number, and the wait was made on the new pipe (it answered "readable").
+  def test_io_wait_after_its_turn_waits_on_the_io_not_on_its_old_number
+    result = nil
+    reused = nil
+    Farce.run(backend: backend, turn_budget: 0.0005) do
+      r1, w1 = IO.pipe
+      fd = r1.fileno
+      r2 = w2 = nil
+      Fiber.schedule do
+        sleep 0 # ready: runs in the turn the waiter gives
+        r1.close
+        r2, w2 = IO.pipe
+        reused = r2.fileno == fd
+        w2.write("new") # the new pipe is readable
+      end
+      t = monotonic
+      nil while monotonic - t < 0.003 # past the turn budget: the next hook gives a turn
+      result = begin
+        r1.wait_readable(0.5)
+      rescue IOError => e
+        e
+      end
+      [w1, r2, w2].compact.each(&:close)
+    end
+    skip "the new pipe did not reuse the number" unless reused
+    assert_kind_of IOError, result, "wait_readable on the closed IO answered #{result.inspect}"
+  end
+
+  # A waiter made ready, then its IO closed by a fiber the loop resumed
+  # before it: the readiness was the descriptor's, the IO is gone.
+  def test_io_wait_whose_io_was_closed_before_it_resumed_raises_ioerror
+    result = nil
+    farce do
+      r, w = IO.pipe
+      Fiber.schedule do
+        result = r.wait_readable
+      rescue IOError => e
+        result = e
+      end
+      Fiber.schedule do
+        w.write("a")
+        sleep 0 # the poll finds r readable: both fibers ready, this one first
+        r.close
+      end
+      sleep 0.05
+      w.close
+    end
+    assert_kind_of IOError, result, "wait_readable on the IO closed meanwhile answered #{result.inspect}"
+  end
 end
