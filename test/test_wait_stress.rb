@@ -2,10 +2,54 @@
 
 require_relative "test_helper"
 
-# The loop's wait paths under many interleavings (test/wait_stress_workload.rb,
-# in a child process with a hard deadline), and the bugs that workload found,
-# each pinned by a test of its own.
+# The loop's wait paths under many interleavings: test/wait_stress_workload.rb,
+# a seeded random mix of descriptor waits, untimed and timed parks, wakes from
+# the loop's thread and from others, and every way of leaving a wait early,
+# runs in a child process with a hard deadline, on the backend FARCE_BACKEND
+# names (rake test runs the suite once per backend). Then the bugs that
+# workload found, each pinned by a test of its own.
 class TestWaitStress < Minitest::Test
+  WORKLOAD = File.expand_path("wait_stress_workload.rb", __dir__)
+
+  # FARCE_STRESS_SEED=n replays one seed; FARCE_STRESS_SEEDS (default 1)
+  # random seeds per run and FARCE_STRESS_SCENARIOS (default 1500) scale it
+  # up for a soak; FARCE_STRESS_DEADLINE (seconds, default 60) is when a run
+  # counts as hung.
+  def test_random_waits_wakes_and_interruptions
+    seeds = if ENV["FARCE_STRESS_SEED"]
+              [Integer(ENV["FARCE_STRESS_SEED"])]
+            else
+              Array.new(Integer(ENV.fetch("FARCE_STRESS_SEEDS", "1"))) { Random.new_seed % (1 << 31) }
+            end
+    scenarios = Integer(ENV.fetch("FARCE_STRESS_SCENARIOS", "1500"))
+    deadline = Integer(ENV.fetch("FARCE_STRESS_DEADLINE", "60"))
+    seeds.each do |seed|
+      replay = "replay: FARCE_STRESS_SEED=#{seed} FARCE_STRESS_SCENARIOS=#{scenarios} FARCE_BACKEND=#{backend} " \
+               "ruby -Ilib -Itest test/test_wait_stress.rb -n /random/"
+      out, status = run_workload(seed, scenarios, deadline)
+      assert status.success?, "seed #{seed} on #{backend} (exit #{status.exitstatus.inspect}):\n#{out}\n#{replay}"
+      assert_match(/^OK seed #{seed} /, out, replay)
+    end
+  end
+
+  # The workload in a child: its watchdog reports a hang after deadline
+  # seconds (exit 3, with the scenarios still running), and the child is
+  # killed if even that cannot run.
+  def run_workload(seed, scenarios, deadline)
+    out = +""
+    env = { "FARCE_STRESS_DEADLINE" => deadline.to_s }
+    IO.popen(env, [RbConfig.ruby, "-I", LIB, WORKLOAD, seed.to_s, scenarios.to_s, backend.to_s],
+             err: %i[child out], pgroup: true) do |io|
+      reader = Thread.new { out << io.read }
+      unless reader.join(deadline + 30)
+        Process.kill(:KILL, -io.pid)
+        reader.join(5)
+        flunk "seed #{seed}: the workload hung past its own watchdog; output so far:\n#{out}"
+      end
+    end
+    [out, $?]
+  end
+
   # read_nonblock and write_nonblock reach the io_read/io_write hooks with a
   # length of 0 (Ruby 3.1 to 3.4): they must answer -EAGAIN when nothing can
   # be done, not park the fiber until the descriptor is ready (forever, when
