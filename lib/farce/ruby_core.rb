@@ -585,11 +585,14 @@ module Farce
       elsif duration
         wait.timer = @timers.add(monotonic + duration, wait)
       end
+      resumed = false
       begin
         value = Fiber.yield
-      rescue Exception # rubocop:disable Lint/RescueException -- cancel, then let it propagate
-        finish(wait)
-        raise
+        resumed = true
+      ensure
+        # an exception raised into the fiber, or Fiber#kill (Ruby 3.3+),
+        # which unwinds past any rescue: cancel the wait, let it propagate
+        finish(wait) unless resumed
       end
       return value if wait.state == :finished
 
