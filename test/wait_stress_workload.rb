@@ -64,7 +64,7 @@ module WaitStress
       stream stream stream timed_wait_expires timed_wait_ready wait_writable_expires wait_writable_ready
       queue queue queue_pop_timeout mutex mutex condition_variable sleep_timed sleep_forever_ended
       timeout_read timeout_pop raise_parked raise_parked thread_queue thread_mutex thread_condition_variable
-      close_loop close_thread descriptor_reuse descriptor_reuse eof_on_close gc
+      close_loop close_thread descriptor_reuse descriptor_reuse eof_on_close gc crowd
     ].freeze
 
     # Runs in the scheduler's block fiber: starts the scenarios (at most
@@ -613,6 +613,30 @@ module WaitStress
         end
       end
       check(sc, seen == rounds, "saw #{seen} of #{rounds} signals")
+    end
+
+    # More fibers park in one run of the loop than it holds reserved tokens
+    # and deferred waits for (256): the rest take the slow path, and all of
+    # them must wake. Readers of one pipe and poppers of one Queue.
+    def crowd(sc, rng)
+      n = 150 + rng.rand(250)
+      r, w = IO.pipe
+      q = Queue.new
+      got = []
+      fs = Array.new(n) do |i|
+        spawn(sc) { got << (i.even? ? r.read(1) : q.pop) }
+      end
+      sc.step = :wake
+      readers = (n + 1) / 2
+      data = Array.new(readers) { |i| (97 + (i % 26)).chr }.join
+      w.write(data)
+      (n - readers).times { |i| q << i }
+      wait_until(sc, "the crowd") { fs.none?(&:alive?) }
+      check(sc, got.size == n, "#{got.size} of #{n} crowd fibers woke")
+      check(sc, got.grep(String).sort.join == data.chars.sort.join, "the crowd's readers got other bytes than written")
+      check(sc, got.grep(Integer).sort == (0...(n - readers)).to_a, "the crowd's poppers got other items than pushed")
+    ensure
+      close_all(r, w)
     end
 
     # A collection while fibers wait: descriptor identity (fd_table.c) must
