@@ -23,13 +23,14 @@ class TestWaitStress < Minitest::Test
             end
     scenarios = Integer(ENV.fetch("FARCE_STRESS_SCENARIOS", "1500"))
     deadline = Integer(ENV.fetch("FARCE_STRESS_DEADLINE", "60"))
-    seeds.each do |seed|
-      replay = "replay: FARCE_STRESS_SEED=#{seed} FARCE_STRESS_SCENARIOS=#{scenarios} FARCE_BACKEND=#{backend} " \
-               "ruby -Ilib -Itest test/test_wait_stress.rb -n /random/"
+    failed = seeds.filter_map do |seed|
       out, status = run_workload(seed, scenarios, deadline)
-      assert status.success?, "seed #{seed} on #{backend} (exit #{status.exitstatus.inspect}):\n#{out}\n#{replay}"
-      assert_match(/^OK seed #{seed} /, out, replay)
+      next if status.success? && out.match?(/^OK seed #{seed} /)
+
+      "seed #{seed} on #{backend} (exit #{status.exitstatus.inspect}):\n#{out}\nreplay: FARCE_STRESS_SEED=#{seed} " \
+        "FARCE_STRESS_SCENARIOS=#{scenarios} FARCE_BACKEND=#{backend} ruby -Ilib -Itest test/test_wait_stress.rb -n /random/"
     end
+    assert_empty failed, "#{failed.size} of #{seeds.size} seeds failed:\n#{failed.join("\n")}"
   end
 
   # The workload in a child: its watchdog reports a hang after deadline
@@ -180,4 +181,32 @@ class TestWaitStress < Minitest::Test
     %w[read write pop sleep timed_read].each { |kind| assert_includes out, "#{kind}: alive=false parked=0 pending=0" }
     assert_includes out, "done"
   end
+
+  # A transfer that found the turn budget spent gave the loop its turn
+  # after its bytes had moved: a Timeout that fired in that turn raised
+  # into the fiber there, and the bytes the read had read were lost (20 of
+  # 20 on the Go core before). The turn is owed to the next hook now.
+  def test_timeout_in_the_turn_after_a_read_loses_no_data
+    5.times do |i|
+      got = rest = nil
+      Farce.run(backend: backend, turn_budget: 0.0005) do
+        r, w = IO.pipe
+        w.write("data")
+        begin
+          Timeout.timeout(0.002) do
+            t = monotonic
+            nil while monotonic - t < 0.005 # past the budget and the deadline, without a hook
+            got = r.readpartial(100)
+          end
+        rescue Timeout::Error
+          nil
+        end
+        rest = r.read_nonblock(100, exception: false)
+        r.close
+        w.close
+      end
+      assert(got == "data" || rest == "data", "round #{i}: the read's bytes were lost (got #{got.inspect}, left #{rest.inspect})")
+    end
+  end
 end
+
