@@ -394,18 +394,24 @@ static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
 {
     farce_sched *s = get_sched(self);
     io = rb_io_get_io(io);
+    /* first: a turn runs other fibers, and one of them may close io, and
+     * its number may be a new IO's by the time this one waits */
+    farce_loop_turn_check(&s->loop);
     int fd = farce_io_descriptor(io);
     int ev = NUM2INT(events);
     if (ev <= 0 || (ev & ~(RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE))) {
         rb_raise(rb_eArgError, "io_wait: invalid events %d for fd %d (use IO::READABLE, IO::PRIORITY, IO::WRITABLE)", ev, fd);
     }
     int64_t tmo = farce_timeout_ns(timeout);
-    farce_loop_turn_check(&s->loop);
     farce_fd_ent *f = farce_fd_table_entry(&s->loop.fds, s->loop.handle, s->loop.backend, io, fd);
     if (!f->pollable) return INT2NUM(ev);
     int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, tmo, FARCE_KNOWN_UNKNOWN);
     /* switched to by hand: report it ready, the caller's next call finds out */
     if (r == FARCE_RESUMED_ELSEWHERE) return INT2NUM(ev);
+    /* closed while this fiber waited or sat ready in the loop's batch: the
+     * readiness (or its absence) was the descriptor's, not io's (the Ruby
+     * core and a thread without a scheduler raise too) */
+    if (farce_io_fd_or_closed(io) != fd) rb_raise(rb_eIOError, "closed stream");
     return r > 0 ? LL2NUM(r) : Qfalse;
 }
 

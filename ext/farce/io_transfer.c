@@ -12,6 +12,10 @@
  * later read of that stream too, until one finds it empty; for a write, just
  * the rest of this one (sockets are mostly writable, so a plain write comes
  * first). Positional transfers (files) have no readiness and run directly.
+ *
+ * A length of 0 asks for whatever is there now, without waiting: Ruby's
+ * read_nonblock and write_nonblock call the hooks with it (Ruby 3.1 to 3.4
+ * at least), and expect -EAGAIN when nothing can be done.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -159,7 +163,8 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         if (room == 0) return SIZET2NUM(total);
         char *at = (char *)base + offset + total;
         farce_fd_ent *f = farce_fd_table_entry(&l->fds, l->handle, l->backend, io, fd);
-        if (!positional && reading && use_ops(l, f) && (f->async || f->drained)) op_next = 1;
+        /* length 0 never waits (below): no operation that waits for data either */
+        if (!positional && reading && length > 0 && use_ops(l, f) && (f->async || f->drained)) op_next = 1;
         if (op_next) {
             op_next = 0;
             int64_t n = run_op(l, io, fd, buffer, direction, at, room);
@@ -186,9 +191,18 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         int drained = reading && !positional && f->drained;
         if (!waited && f->pollable && (drained || f->blocking)) {
             if (drained) f->drained = 0;
-            farce_loop_wait_fd(l, fd, events, -1, drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN);
-            waited = 1;
-            continue;
+            if (length > 0) {
+                farce_loop_wait_fd(l, fd, events, -1, drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN);
+                waited = 1;
+                continue;
+            }
+            /* length 0: a drained stream is just tried; a blocking
+             * descriptor only when it is ready now */
+            if (f->blocking) {
+                if (farce_loop_wait_fd(l, fd, events, 0, FARCE_KNOWN_UNKNOWN) == 0) return INT2NUM(-EAGAIN);
+                waited = 1;
+                continue;
+            }
         }
         waited = 0;
         off_t pos = from + (off_t)total;
@@ -211,6 +225,10 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
             continue;
         }
         if (e == EAGAIN || e == EWOULDBLOCK) {
+            /* length 0 is read_nonblock/write_nonblock (Ruby routes them
+             * here): never wait, answer -EAGAIN as io-event does. Waiting
+             * parked the fiber until data came, forever if none did. */
+            if (length == 0) return INT2NUM(-e);
             farce_loop_start(l, NULL); /* it must wait: the selector's lazy core is needed now, ops included */
             if (!positional && use_ops(l, f)) {
                 if (reading) f->async = 1;
@@ -228,6 +246,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
 VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, size_t offset, off_t from,
                         enum farce_direction direction)
 {
+    farce_loop_turn_owed(l); /* before any byte moves: an exception in the turn loses nothing */
     int64_t turn = l->turn_started_ns;
     VALUE result = transfer(l, io, buffer, length_v, offset, from, direction);
     /* A transfer that never waits must not hold the loop (loop_core.c).
@@ -235,7 +254,8 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
      * (the fiber parked and the loop resumed it: the loop had its turn,
      * and the clock read would be wasted; two of a ping-pong round trip's
      * four transfers park). A wait that did not park (ready at once, or
-     * a blocking fiber) leaves the turn as it was: the check runs. */
+     * a blocking fiber) leaves the turn as it was: the check runs. The turn
+     * is owed, not given here (farce_loop_turn_check_done). */
     if (l->turn_started_ns == turn) farce_loop_turn_check_done(l);
     return result;
 }

@@ -122,6 +122,7 @@ struct farce_loop {
     int64_t turn_started_ns;
     int64_t turn_budget_ns;
     long turns_given;            /* turns given because the budget ran out (stats) */
+    int turn_owed;               /* a transfer found the budget spent: the next hook gives the turn first */
 
     /* Stall detection (stall.c): the turns as the core's watchdog sees them
      * (NULL until detection is first turned on; then the core's memory). */
@@ -252,6 +253,7 @@ static inline int64_t farce_loop_turn_begins(farce_loop *l)
 {
     int64_t now = farce_monotonic_ns();
     l->turn_started_ns = now;
+    l->turn_owed = 0;
     farce_turn_state *ts = l->turns;
     if (ts) {
         __atomic_store_n(&ts->started_ns, now, __ATOMIC_RELAXED);
@@ -278,16 +280,25 @@ int64_t farce_turn_budget_ns(VALUE seconds);
  * than the budget, the loop gets a turn first. */
 static inline void farce_loop_turn_check(farce_loop *l)
 {
-    if (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns) farce_loop_give_turn(l);
+    if (l->turn_owed || (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns)) {
+        farce_loop_give_turn(l);
+    }
 }
 /* The same for a hook that has done its work and only returns (a transfer
- * that did not wait): the turn is given without raising, so that what it
- * read is not lost when the loop was closed meanwhile (its next hook
- * raises). */
+ * that did not wait): the turn is owed, and given at the start of the
+ * fiber's next hook (farce_loop_turn_owed), never here. A turn here would
+ * let an exception reach the fiber after its bytes moved: Timeout,
+ * Fiber#raise or a kill delivered in that turn lost what the read had read
+ * (and a write that happened looked as if it had not). */
 void farce_loop_give_turn_done(farce_loop *l);
 static inline void farce_loop_turn_check_done(farce_loop *l)
 {
-    if (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns) farce_loop_give_turn_done(l);
+    if (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns) l->turn_owed = 1;
+}
+/* A hook about to do work: the turn an earlier transfer owes, first. */
+static inline void farce_loop_turn_owed(farce_loop *l)
+{
+    if (RB_UNLIKELY(l->turn_owed)) farce_loop_give_turn(l);
 }
 
 /* Wakes the wait token names at the next poll (or now, with a core that

@@ -585,11 +585,14 @@ module Farce
       elsif duration
         wait.timer = @timers.add(monotonic + duration, wait)
       end
+      resumed = false
       begin
         value = Fiber.yield
-      rescue Exception # rubocop:disable Lint/RescueException -- cancel, then let it propagate
-        finish(wait)
-        raise
+        resumed = true
+      ensure
+        # an exception raised into the fiber, or Fiber#kill (Ruby 3.3+),
+        # which unwinds past any rescue: cancel the wait, let it propagate
+        finish(wait) unless resumed
       end
       return value if wait.state == :finished
 
@@ -661,6 +664,9 @@ module Farce
         end
         case result
         when :wait_readable, :wait_writable
+          # length 0 is read_nonblock/write_nonblock: never wait (io-event's answer)
+          return total.positive? ? total : -Errno::EAGAIN::Errno if length.zero?
+
           io_wait(io, reading ? IO::READABLE : IO::WRITABLE, nil)
         when nil # end of file
           return total
