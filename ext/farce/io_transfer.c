@@ -149,6 +149,10 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     int64_t r = l->core->submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
     if (r < 0) {
         if (!locked) rb_io_buffer_unlock(buffer);
+        /* the kernel did not take it at once, and it was withdrawn (the
+         * driver never leaves an operation queued on a descriptor number
+         * that may change hands): the caller waits for readiness instead */
+        if (r == -EAGAIN) return r;
         farce_loop_raise(l, r, direction == FARCE_READ ? "read" : "write");
     }
     l->ops_submitted++;
