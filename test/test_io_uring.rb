@@ -297,6 +297,38 @@ class TestIOURing < Minitest::Test
     RUBY
   end
 
+  # A Timeout fires in the same poll that reaps the read operation it
+  # interrupts (the data came while the loop was busy): the read completed,
+  # the cancel came too late, and the hook raises. The bytes it read go back
+  # into the IO's read buffer (a readiness wait would have consumed none):
+  # the next read gets them. They used to be dropped with the hook's buffer.
+  def test_bytes_a_read_in_flight_got_before_its_timeout_are_kept
+    require_ring
+    child(<<~RUBY)
+      10.times do |i|
+        Farce.run(backend: :io_uring) do
+          r, w = IO.pipe
+          outcome = nil
+          reader = Fiber.schedule do
+            Timeout.timeout(0.002) { r.read(4) }
+            outcome = :read
+          rescue Timeout::Error
+            outcome = :timeout
+          end
+          w.write("data")
+          busy_until = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.005 # past the timeout, no poll
+          nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) < busy_until
+          sleep 0.01 while reader.alive?
+          unless outcome == :read
+            got = r.read_nonblock(10, exception: false)
+            check(got == "data", "\#{i}: after the timeout the pipe gave \#{got.inspect}, not the bytes written")
+          end
+          [r, w].each(&:close)
+        end
+      end
+    RUBY
+  end
+
   def test_thread_raise_with_reads_in_flight
     require_ring
     child(<<~RUBY)

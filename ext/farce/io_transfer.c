@@ -81,20 +81,12 @@ struct parked_op {
     uint64_t token;
     VALUE buffer;
     int64_t result;
-    int unlock; /* we locked the buffer, so we unlock it */
 };
 
 static VALUE park_op_body(VALUE arg)
 {
     struct parked_op *p = (struct parked_op *)arg;
-    p->result = farce_loop_park_op(p->l, p->token, p->buffer);
-    return Qnil;
-}
-
-static VALUE park_op_unlock(VALUE arg)
-{
-    struct parked_op *p = (struct parked_op *)arg;
-    if (p->unlock) rb_io_buffer_unlock(p->buffer);
+    farce_loop_park_op(p->l, p->token, p->buffer, &p->result);
     return Qnil;
 }
 
@@ -131,15 +123,35 @@ static ssize_t stream_nowait(farce_fd_ent *f, int fd, int reading, void *at, siz
     return reading ? read(fd, at, room) : write(fd, at, room);
 }
 
+static VALUE unread_body(VALUE pair) { return rb_io_ungetbyte(RARRAY_AREF(pair, 0), RARRAY_AREF(pair, 1)); }
+
+/* An exception (Timeout, Fiber#raise, Thread#raise, Fiber#kill) reached a
+ * fiber parked in a read operation, and the read completed before the
+ * cancel could stop it: the hook raises, so Ruby never sees the len bytes
+ * this transfer read at data, and a readiness wait would have consumed
+ * nothing. They go back into the IO's own read buffer (IO#ungetbyte), so
+ * the next read of the stream, by anyone, returns them first. Not when the
+ * IO was closed meanwhile: nobody can read them. */
+static void keep_unread(VALUE io, int fd, const char *data, size_t len)
+{
+    if (farce_io_fd_or_closed(io) != fd) return;
+    int state = 0;
+    VALUE err = rb_errinfo(); /* the held jump's: a Fiber#kill's is no exception */
+    rb_protect(unread_body, rb_assoc_new(io, rb_str_new(data, (long)len)), &state);
+    /* it raised (out of memory): the held jump goes on, not this */
+    if (state && !RB_SPECIAL_CONST_P(err) && rb_obj_is_kind_of(err, rb_eException)) rb_set_errinfo(err);
+}
+
 /* Runs one completion operation on len bytes at ptr, memory owned by
  * buffer, and returns its result (bytes or -errno). The buffer is locked
  * (unless its owner already did) so that it cannot be resized or freed while
  * the kernel uses it, and pinned in the wait table until the completion is
  * reaped (farce_loop_park_op). A cancellation that did not come from an
  * exception (the descriptor was closed) raises IOError, as a closed wait
- * does. */
+ * does. before: the bytes this transfer read into the buffer just ahead of
+ * ptr (see keep_unread). */
 static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_direction direction, void *ptr,
-                      size_t len)
+                      size_t len, size_t before)
 {
     uint64_t token = 0;
     farce_stack_guard();
@@ -160,12 +172,21 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     /* a pending exception must not reach this fiber between submission
      * and park_op: park_op is the only place that handles it. park_op
      * returns or raises only once the completion was reaped (the kernel is
-     * done with the memory), so the unlock in the ensure is never early, and
-     * it runs on every exit: a Timeout or Thread#raise re-raised by park_op
+     * done with the memory), so the unlock below is never early, and it
+     * runs on every exit: a Timeout or Thread#raise re-raised by park_op
      * must not leave the buffer locked (issue 13 item 2). */
-    struct parked_op p = {l, token, buffer, 0, !locked};
-    rb_ensure(park_op_body, (VALUE)&p, park_op_unlock, (VALUE)&p);
+    struct parked_op p = {l, token, buffer, 0};
+    int state = 0;
+    rb_protect(park_op_body, (VALUE)&p, &state);
     int64_t result = p.result;
+    if (state) {
+        /* errinfo is still the held jump's (park_op replays it the same
+         * way): nothing below raises before rb_jump_tag */
+        if (direction == FARCE_READ && result > 0) keep_unread(io, fd, (char *)ptr - before, before + (size_t)result);
+        if (!locked) rb_io_buffer_unlock(buffer);
+        rb_jump_tag(state);
+    }
+    if (!locked) rb_io_buffer_unlock(buffer);
     /* Only the core cancels an operation park_op did not: the descriptor
      * was closed (close scan, io_close) or its number changed hands. An
      * operation holds the open file, so one that finished otherwise after
@@ -208,7 +229,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         if (!positional && reading && use_ops(l, f) && (f->async || f->drained) && MAY_WAIT()) op_next = 1;
         if (op_next) {
             op_next = 0;
-            int64_t n = run_op(l, io, fd, buffer, direction, at, room);
+            int64_t n = run_op(l, io, fd, buffer, direction, at, room, total);
             f = farce_fd_table_entry(&l->fds, l->handle, l->backend, io, fd);
             if (n > 0 || (n == 0 && !reading)) {
                 total += (size_t)n;
