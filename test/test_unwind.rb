@@ -240,7 +240,38 @@ class TestUnwind < Minitest::Test
     end
   end
 
-  # Farce::Unwind (Rubies without Fiber#kill) is not a StandardError: a
+  # A fiber that rescues everything and waits again: Fiber#kill (Ruby 3.3+)
+  # ends it in the last rounds, so it leaves the Mutex's queue too. (Before
+  # 3.3 nothing can stop such a fiber: it is abandoned, still queued.)
+  def test_a_fiber_that_rescues_everything_is_killed
+    skip "needs Fiber#kill (Ruby 3.3+)" unless Fiber.method_defined?(:kill)
+    each_backend_run(<<~RUBY) do |b, out, status|
+      m = Mutex.new
+      m.lock
+      tries = 0
+      t = Thread.new do
+        Farce.run(backend: BACKEND) do
+          Fiber.schedule do
+            loop do
+              tries += 1
+              m.lock
+            rescue Exception # rubocop:disable Lint/RescueException
+              nil
+            end
+          end
+          raise IOError, "boom"
+        end
+      end
+      t.join rescue nil
+      m.unlock
+      puts "tries=\#{tries} locked=\#{m.locked?}"
+    RUBY
+      assert status.success?, "#{b}: #{out}"
+      assert_match(/tries=3 locked=false/, out, b)
+    end
+  end
+
+  # Farce::Unwind is not a StandardError: a
   # fiber's `rescue => e` does not stop the unwinding.
   def test_a_standard_rescue_does_not_stop_the_unwinding
     each_backend_run(<<~RUBY) do |b, out, status|

@@ -2,10 +2,9 @@
 
 module Farce
   # Raised into a fiber that is still parked when its scheduler's run ends
-  # abnormally (Farce.run's block raised, Thread#kill, an abandon), on Rubies
-  # without Fiber#kill (3.1, 3.2). Not a StandardError, so `rescue => e`
-  # does not catch it; the wrapper Scheduler#fiber puts around every fiber
-  # swallows it.
+  # abnormally (Farce.run's block raised, Thread#kill, an abandon). Not a
+  # StandardError, so `rescue => e` does not catch it; the wrapper
+  # Scheduler#fiber puts around every fiber swallows it.
   class Unwind < Exception # rubocop:disable Lint/InheritException
     def initialize(message = "the scheduler's run ended: this fiber is unwound")
       super
@@ -17,16 +16,22 @@ module Farce
   # Why: a fiber parked in Mutex#lock, Queue#pop or ConditionVariable#wait
   # sits in that object's wait queue. Left there, it outlives its thread,
   # and the next unlock or push wakes a fiber of a dead thread: Ruby aborts
-  # with "[BUG] unexpected THREAD_KILLED". Unwinding it (Fiber#kill, else
-  # Farce::Unwind raised into it) runs Ruby's own cleanup, which takes it out
-  # of the queue, and the fiber's ensure clauses, while the loop still works.
+  # with "[BUG] unexpected THREAD_KILLED". Unwinding it runs Ruby's own
+  # cleanup, which takes it out of the queue, and the fiber's ensure
+  # clauses, while the loop still works.
+  #
+  # How: in rounds. Each round unwinds every fiber still parked, then runs
+  # the loop once without waiting, so that what the ensure clauses started
+  # (a short sleep, a write) finishes. The first rounds raise Farce::Unwind:
+  # an ensure clause may then wait (Fiber#kill would kill the fiber again at
+  # every resume, cutting any ensure that waits short). The last rounds use
+  # Fiber#kill where Ruby has it (3.3+), which no `rescue Exception` stops.
+  # What is still parked after the last round is abandoned.
   module Unwinding
-    # Rounds of unwinding: an ensure clause that parks again (a sleep, a
-    # read that waits) is unwound again in the next round; what is still
-    # parked after the last is abandoned.
     UNWIND_ROUNDS = 4
+    # Rounds that raise Farce::Unwind before Fiber#kill takes over.
+    RAISE_ROUNDS = 2
 
-    # Fiber#kill (Ruby 3.3+) unwinds past every rescue; before, Farce::Unwind.
     KILL = Fiber.method_defined?(:kill)
 
     private
@@ -36,11 +41,12 @@ module Farce
     # them). Exceptions the fibers raise while they unwind are dropped: the
     # exception that ended the run is the one that propagates.
     def unwind_parked_fibers
-      UNWIND_ROUNDS.times do
+      UNWIND_ROUNDS.times do |round|
         fibers = __parked_fibers
         break if fibers.empty?
 
-        fibers.each { |fiber| unwind_fiber(fiber) }
+        kill = KILL && round >= RAISE_ROUNDS
+        fibers.each { |fiber| unwind_fiber(fiber, kill) }
         # what the unwound fibers' ensure clauses made ready, and the
         # completions of the operations they cancelled (io_uring: a fiber
         # leaves an operation only once the kernel let go of its buffer)
@@ -49,10 +55,10 @@ module Farce
       nil
     end
 
-    def unwind_fiber(fiber)
+    def unwind_fiber(fiber, kill)
       return unless fiber.alive?
 
-      unwind_quietly { KILL ? fiber.kill : fiber.raise(Unwind) }
+      unwind_quietly { kill ? fiber.kill : fiber.raise(Unwind) }
     end
 
     def unwind_quietly
