@@ -240,6 +240,40 @@ class TestUnwind < Minitest::Test
     end
   end
 
+  # io_uring: a fiber parked in a completion operation (an IO::Buffer read
+  # of a pipe) leaves it only once the kernel let go of the buffer; it is
+  # unwound (the operation cancelled, its completion reaped) and consumes no
+  # byte that nobody would see.
+  def test_a_fiber_in_a_completion_operation_is_unwound_without_consuming_input
+    each_backend_run(<<~RUBY) do |b, out, status|
+      Warning[:experimental] = false
+      r, w = IO.pipe
+      ran = []
+      ops = nil
+      begin
+        Farce.run(backend: BACKEND) do
+          Fiber.schedule do
+            buffer = IO::Buffer.new(8)
+            buffer.read(r, 1)
+          ensure
+            ran << :ensure
+          end
+          ops = Fiber.scheduler.stats[:completion_ops_submitted].to_i
+          raise IOError, "boom"
+        end
+      rescue IOError => e
+        puts "raised \#{e.message}"
+      end
+      w.write("ab")
+      puts "ops=\#{ops} ran=\#{ran.inspect} left=\#{r.read_nonblock(5)}"
+    RUBY
+      assert status.success?, "#{b}: #{out}"
+      assert_match(/raised boom/, out, b)
+      assert_match(/ran=\[:ensure\] left=ab/, out, b)
+      assert_match(/ops=[1-9]/, out, "#{b}: the read was a completion operation") if b == :io_uring
+    end
+  end
+
   # A fiber that rescues everything and waits again: Fiber#kill (Ruby 3.3+)
   # ends it in the last rounds, so it leaves the Mutex's queue too. (Before
   # 3.3 nothing can stop such a fiber: it is abandoned, still queued.)
