@@ -247,9 +247,10 @@ module Farce
     # in. Farce.run uses it when the program raised.
     def abandon
       unwind_parked_fibers
+      nil
+    ensure # an INT trap's Interrupt while unwinding: the core is freed all the same
       __release
       @worker_pool.close
-      nil
     end
 
     def inspect
