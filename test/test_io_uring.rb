@@ -256,6 +256,79 @@ class TestIOURing < Minitest::Test
     RUBY
   end
 
+  # A fiber parked in a read operation on pipe r1 (descriptor N); r1 is
+  # closed (from the loop's thread, then from another thread) and a new pipe
+  # gets N before the loop polls again. The new pipe's reader gets all its
+  # data, the old reader IOError. The read operation used to reach the kernel
+  # only at that poll, which resolved N to the new pipe: the old reader took
+  # its bytes and the new one waited forever for them.
+  def test_a_read_in_flight_never_reads_the_pipe_that_reuses_its_number
+    require_ring
+    child(<<~RUBY, timeout: 60)
+      %i[loop_thread other_thread].each do |closer|
+        10.times do |i|
+          Farce.run(backend: :io_uring) do
+            r1, w1 = IO.pipe
+            number = r1.fileno
+            old = nil
+            waiter = Fiber.schedule do
+              r1.read(1)
+              old = :read
+            rescue IOError
+              old = :ioerror
+            end
+            submitted = Fiber.scheduler.stats[:completion_ops_submitted]
+            check(submitted >= 1, "the read is no completion operation (\#{submitted} submitted)")
+            closer == :loop_thread ? r1.close : Thread.new { r1.close }.join
+            w1.close
+            r2, w2 = IO.pipe
+            check(r2.fileno == number, "the new pipe got \#{r2.fileno}, not \#{number}")
+            got = nil
+            reader = Fiber.schedule { got = r2.read(5) }
+            w2.write("fresh")
+            deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+            sleep 0.01 while (waiter.alive? || reader.alive?) && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+            check(got == "fresh", "\#{closer} \#{i}: the new pipe's reader got \#{got.inspect}")
+            check(old == :ioerror, "\#{closer} \#{i}: the reader of the closed pipe ended \#{old.inspect}")
+            [w2, r2].each(&:close)
+          end
+        end
+      end
+    RUBY
+  end
+
+  # A Timeout fires in the same poll that reaps the read operation it
+  # interrupts (the data came while the loop was busy): the read completed,
+  # the cancel came too late, and the hook raises. The bytes it read go back
+  # into the IO's read buffer (a readiness wait would have consumed none):
+  # the next read gets them. They used to be dropped with the hook's buffer.
+  def test_bytes_a_read_in_flight_got_before_its_timeout_are_kept
+    require_ring
+    child(<<~RUBY)
+      10.times do |i|
+        Farce.run(backend: :io_uring) do
+          r, w = IO.pipe
+          outcome = nil
+          reader = Fiber.schedule do
+            Timeout.timeout(0.002) { r.read(4) }
+            outcome = :read
+          rescue Timeout::Error
+            outcome = :timeout
+          end
+          w.write("data")
+          busy_until = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.005 # past the timeout, no poll
+          nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) < busy_until
+          sleep 0.01 while reader.alive?
+          unless outcome == :read
+            got = r.read_nonblock(10, exception: false)
+            check(got == "data", "\#{i}: after the timeout the pipe gave \#{got.inspect}, not the bytes written")
+          end
+          [r, w].each(&:close)
+        end
+      end
+    RUBY
+  end
+
   def test_thread_raise_with_reads_in_flight
     require_ring
     child(<<~RUBY)

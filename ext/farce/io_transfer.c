@@ -13,9 +13,15 @@
  * the rest of this one (sockets are mostly writable, so a plain write comes
  * first). Positional transfers (files) have no readiness and run directly.
  *
- * A length of 0 asks for whatever is there now, without waiting: Ruby's
- * read_nonblock and write_nonblock call the hooks with it (Ruby 3.1 to 3.4
- * at least), and expect -EAGAIN when nothing can be done.
+ * A length of 0 is what Ruby passes for every read and write it sends
+ * here (Ruby 3.1 to 3.4), IO#read_nonblock and IO#write_nonblock included,
+ * and those must never wait: they expect -EAGAIN when nothing can be done.
+ * -EAGAIN is always a correct answer to a length of 0 (a blocking read then
+ * calls io_wait and the hook again), but for a blocking read it costs a
+ * second hook call, a second IO::Buffer and Ruby's io_wait, about a quarter
+ * of a pipe ping-pong round trip. So a length of 0 waits here like any
+ * other, unless the Ruby method that called the hook is read_nonblock or
+ * write_nonblock (nonblocking_call: asked only when it would wait).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -24,12 +30,37 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <string.h>
 #include <unistd.h>
 #include <ruby.h>
 #include <ruby/io.h>
 #include <ruby/io/buffer.h>
+#include <ruby/debug.h>
 #include "io_transfer.h"
 #include "wait_table.h"
+
+/* Whether a Ruby method named read_nonblock or write_nonblock is among the
+ * few frames above this hook: IO#read_nonblock itself (io.rb), and what
+ * sits between it and us (the hook, a scheduler's Ruby io_read under
+ * Async, the Ruby core's routing). A false "yes" only costs the slow path
+ * (-EAGAIN, then Ruby's io_wait); a false "no" would park a nonblocking
+ * call, so the search is generous. */
+#define NONBLOCK_FRAMES 8
+static int nonblocking_call(void)
+{
+    VALUE frames[NONBLOCK_FRAMES];
+    int lines[NONBLOCK_FRAMES];
+    int n = rb_profile_frames(0, NONBLOCK_FRAMES, frames, lines);
+    for (int i = 0; i < n; i++) {
+        VALUE name = rb_profile_frame_method_name(frames[i]);
+        if (!RB_TYPE_P(name, T_STRING)) continue;
+        long len = RSTRING_LEN(name);
+        const char *p = RSTRING_PTR(name);
+        if ((len == 13 && memcmp(p, "read_nonblock", 13) == 0) || (len == 14 && memcmp(p, "write_nonblock", 14) == 0))
+            return 1;
+    }
+    return 0;
+}
 
 /* IO::Buffer#locked? without raising (3.1 has no C accessor for it). */
 static ID id_locked_p;
@@ -50,20 +81,12 @@ struct parked_op {
     uint64_t token;
     VALUE buffer;
     int64_t result;
-    int unlock; /* we locked the buffer, so we unlock it */
 };
 
 static VALUE park_op_body(VALUE arg)
 {
     struct parked_op *p = (struct parked_op *)arg;
-    p->result = farce_loop_park_op(p->l, p->token, p->buffer);
-    return Qnil;
-}
-
-static VALUE park_op_unlock(VALUE arg)
-{
-    struct parked_op *p = (struct parked_op *)arg;
-    if (p->unlock) rb_io_buffer_unlock(p->buffer);
+    farce_loop_park_op(p->l, p->token, p->buffer, &p->result);
     return Qnil;
 }
 
@@ -100,15 +123,35 @@ static ssize_t stream_nowait(farce_fd_ent *f, int fd, int reading, void *at, siz
     return reading ? read(fd, at, room) : write(fd, at, room);
 }
 
+static VALUE unread_body(VALUE pair) { return rb_io_ungetbyte(RARRAY_AREF(pair, 0), RARRAY_AREF(pair, 1)); }
+
+/* An exception (Timeout, Fiber#raise, Thread#raise, Fiber#kill) reached a
+ * fiber parked in a read operation, and the read completed before the
+ * cancel could stop it: the hook raises, so Ruby never sees the len bytes
+ * this transfer read at data, and a readiness wait would have consumed
+ * nothing. They go back into the IO's own read buffer (IO#ungetbyte), so
+ * the next read of the stream, by anyone, returns them first. Not when the
+ * IO was closed meanwhile: nobody can read them. */
+static void keep_unread(VALUE io, int fd, const char *data, size_t len)
+{
+    if (farce_io_fd_or_closed(io) != fd) return;
+    int state = 0;
+    VALUE err = rb_errinfo(); /* the held jump's: a Fiber#kill's is no exception */
+    rb_protect(unread_body, rb_assoc_new(io, rb_str_new(data, (long)len)), &state);
+    /* it raised (out of memory): the held jump goes on, not this */
+    if (state && !RB_SPECIAL_CONST_P(err) && rb_obj_is_kind_of(err, rb_eException)) rb_set_errinfo(err);
+}
+
 /* Runs one completion operation on len bytes at ptr, memory owned by
  * buffer, and returns its result (bytes or -errno). The buffer is locked
  * (unless its owner already did) so that it cannot be resized or freed while
  * the kernel uses it, and pinned in the wait table until the completion is
  * reaped (farce_loop_park_op). A cancellation that did not come from an
  * exception (the descriptor was closed) raises IOError, as a closed wait
- * does. */
+ * does. before: the bytes this transfer read into the buffer just ahead of
+ * ptr (see keep_unread). */
 static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_direction direction, void *ptr,
-                      size_t len)
+                      size_t len, size_t before)
 {
     uint64_t token = 0;
     farce_stack_guard();
@@ -118,6 +161,10 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     int64_t r = l->core->submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
     if (r < 0) {
         if (!locked) rb_io_buffer_unlock(buffer);
+        /* the kernel did not take it at once, and it was withdrawn (the
+         * driver never leaves an operation queued on a descriptor number
+         * that may change hands): the caller waits for readiness instead */
+        if (r == -EAGAIN) return r;
         farce_loop_raise(l, r, direction == FARCE_READ ? "read" : "write");
     }
     l->ops_submitted++;
@@ -125,12 +172,21 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     /* a pending exception must not reach this fiber between submission
      * and park_op: park_op is the only place that handles it. park_op
      * returns or raises only once the completion was reaped (the kernel is
-     * done with the memory), so the unlock in the ensure is never early, and
-     * it runs on every exit: a Timeout or Thread#raise re-raised by park_op
+     * done with the memory), so the unlock below is never early, and it
+     * runs on every exit: a Timeout or Thread#raise re-raised by park_op
      * must not leave the buffer locked (issue 13 item 2). */
-    struct parked_op p = {l, token, buffer, 0, !locked};
-    rb_ensure(park_op_body, (VALUE)&p, park_op_unlock, (VALUE)&p);
+    struct parked_op p = {l, token, buffer, 0};
+    int state = 0;
+    rb_protect(park_op_body, (VALUE)&p, &state);
     int64_t result = p.result;
+    if (state) {
+        /* errinfo is still the held jump's (park_op replays it the same
+         * way): nothing below raises before rb_jump_tag */
+        if (direction == FARCE_READ && result > 0) keep_unread(io, fd, (char *)ptr - before, before + (size_t)result);
+        if (!locked) rb_io_buffer_unlock(buffer);
+        rb_jump_tag(state);
+    }
+    if (!locked) rb_io_buffer_unlock(buffer);
     /* Only the core cancels an operation park_op did not: the descriptor
      * was closed (close scan, io_close) or its number changed hands. An
      * operation holds the open file, so one that finished otherwise after
@@ -146,14 +202,20 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
 {
     int reading = direction == FARCE_READ;
     io = rb_io_get_io(io);
-    int fd = farce_io_descriptor(io);
     size_t length = NUM2SIZET(length_v);
     int events = reading ? RUBY_IO_READABLE : RUBY_IO_WRITABLE;
     int positional = from >= 0;
     size_t total = 0;
     int waited = 0; /* the last step was a wait: try the call now, whatever we knew before */
     int op_next = 0;
+    int may_wait = length > 0 ? 1 : -1; /* -1: length 0, not asked yet (see the top of this file) */
+#define MAY_WAIT() (may_wait >= 0 ? may_wait : (may_wait = !nonblocking_call()))
     for (;;) {
+        /* Each step asks the IO again: another fiber or thread may have
+         * closed it while this one waited (IOError here, as Ruby raises
+         * after its own waits), and its number may name another file by
+         * now, which must not be read. */
+        int fd = farce_io_descriptor(io);
         void *base;
         size_t size;
         farce_buffer_bytes(buffer, reading, &base, &size);
@@ -163,11 +225,11 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         if (room == 0) return SIZET2NUM(total);
         char *at = (char *)base + offset + total;
         farce_fd_ent *f = farce_fd_table_entry(&l->fds, l->handle, l->backend, io, fd);
-        /* length 0 never waits (below): no operation that waits for data either */
-        if (!positional && reading && length > 0 && use_ops(l, f) && (f->async || f->drained)) op_next = 1;
+        /* a call that may not wait (below) gets no operation that waits for data either */
+        if (!positional && reading && use_ops(l, f) && (f->async || f->drained) && MAY_WAIT()) op_next = 1;
         if (op_next) {
             op_next = 0;
-            int64_t n = run_op(l, io, fd, buffer, direction, at, room);
+            int64_t n = run_op(l, io, fd, buffer, direction, at, room, total);
             f = farce_fd_table_entry(&l->fds, l->handle, l->backend, io, fd);
             if (n > 0 || (n == 0 && !reading)) {
                 total += (size_t)n;
@@ -191,13 +253,13 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         int drained = reading && !positional && f->drained;
         if (!waited && f->pollable && (drained || f->blocking)) {
             if (drained) f->drained = 0;
-            if (length > 0) {
+            if (MAY_WAIT()) {
                 farce_loop_wait_fd(l, fd, events, -1, drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN);
                 waited = 1;
                 continue;
             }
-            /* length 0: a drained stream is just tried; a blocking
-             * descriptor only when it is ready now */
+            /* read_nonblock/write_nonblock: a drained stream is just tried;
+             * a blocking descriptor only when it is ready now */
             if (f->blocking) {
                 if (farce_loop_wait_fd(l, fd, events, 0, FARCE_KNOWN_UNKNOWN) == 0) return INT2NUM(-EAGAIN);
                 waited = 1;
@@ -225,10 +287,10 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
             continue;
         }
         if (e == EAGAIN || e == EWOULDBLOCK) {
-            /* length 0 is read_nonblock/write_nonblock (Ruby routes them
-             * here): never wait, answer -EAGAIN as io-event does. Waiting
-             * parked the fiber until data came, forever if none did. */
-            if (length == 0) return INT2NUM(-e);
+            /* read_nonblock/write_nonblock never wait: -EAGAIN, as
+             * io-event answers. Waiting parked the fiber until data came,
+             * forever if none did. */
+            if (!MAY_WAIT()) return INT2NUM(-e);
             farce_loop_start(l, NULL); /* it must wait: the selector's lazy core is needed now, ops included */
             if (!positional && use_ops(l, f)) {
                 if (reading) f->async = 1;
@@ -241,6 +303,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         }
         return total ? SIZET2NUM(total) : LONG2NUM(-e);
     }
+#undef MAY_WAIT
 }
 
 VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, size_t offset, off_t from,

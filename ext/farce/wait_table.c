@@ -156,7 +156,7 @@ static int is_exception(VALUE v)
     return !RB_SPECIAL_CONST_P(v) && RB_BUILTIN_TYPE(v) == T_OBJECT && rb_obj_is_kind_of(v, rb_eException);
 }
 
-int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin)
+int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin, int64_t *reaped)
 {
     VALUE fiber = rb_fiber_current();
     farce_wait *e = farce_loop_wait_at(l, farce_token_slot(token));
@@ -176,11 +176,12 @@ int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin)
         if (!holds(l, token, fiber) || l->waits[farce_token_slot(token)].kind != FARCE_WAIT_OP) {
             /* reaped: dispatch cleared the entry and passed the result */
             RB_GC_GUARD(pin);
+            *reaped = FIXNUM_P(result) ? FIX2LONG(result) : -EINTR;
             if (held_state) {
                 if (is_exception(held)) rb_exc_raise(held);
                 rb_jump_tag(held_state);
             }
-            return FIXNUM_P(result) ? FIX2LONG(result) : -EINTR;
+            return *reaped;
         }
         if (state) {
             if (!held_state || !is_exception(held)) {

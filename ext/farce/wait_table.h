@@ -18,9 +18,11 @@
  * wait (registered for unblock), else Qundef. */
 int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra);
 /* Parks on a completion operation whose memory belongs to pin; returns its
- * result (bytes or -errno). Never returns before the kernel is done with
- * the memory (see loop_core.c). */
-int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin);
+ * result (bytes or -errno), also stored in *reaped before a held exception
+ * is re-raised (a read that completed anyway: the caller keeps its bytes).
+ * Never returns before the kernel is done with the memory (see
+ * loop_core.c). */
+int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin, int64_t *reaped);
 /* Cancels a wait whose fiber runs again without the loop resuming it. */
 void farce_loop_abandon(farce_loop *l, uint64_t token);
 /* Waits for events on fd (timeout_ns < 0: no bound); returns ready events,

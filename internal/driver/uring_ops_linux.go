@@ -106,7 +106,54 @@ func (u *URing) SubmitOp(op Op) error {
 	if debugOps {
 		fmt.Fprintf(os.Stderr, "submit %+v\n", op)
 	}
-	return nil
+	return u.submitNow(e)
+}
+
+// ErrOpNotSubmitted wraps EAGAIN: the kernel did not take an operation's
+// SQE when SubmitOp entered the ring (its completion queue overflowed), and
+// the operation was withdrawn. The caller waits for readiness instead.
+var ErrOpNotSubmitted = fmt.Errorf("%w: io_uring did not take the operation at once; withdrawn", unix.EAGAIN)
+
+// submitNow makes the kernel take e's SQE before SubmitOp returns, instead
+// of at the next Wait like every other SQE. The kernel resolves an SQE's
+// descriptor number when it takes it, and the caller read that number from
+// its IO just before: a deferred SQE would be resolved only after other
+// code had run (other fibers on this thread until the loop polls, other
+// threads while the poll has released Ruby's lock), and if that code
+// closed the IO and opened another file that got the same number, the
+// operation would read that file's data or write into it (the data of a
+// new pipe read by a fiber still parked on the closed one). Submitted now,
+// the operation holds the file it was meant for, whatever happens to the
+// number later. One io_uring_enter per operation; the next Wait has one
+// SQE less to submit.
+//
+// An operation the kernel did not take is withdrawn: its SQE becomes a
+// NOP whose completion is ignored, and the error is ErrOpNotSubmitted, or
+// that of entering the ring (ErrForeignThread). Nothing is left queued
+// that could run later on a number that changed hands.
+func (u *URing) submitNow(e *uringOp) error {
+	var err error
+	for try := 0; try < 4 && !e.submitted(u.ring); try++ {
+		// a ring rebuilt by enter (another submitting thread) has e
+		// queued again but not submitted: the next round submits it
+		_, err = u.enter(u.ring.publish(), 0, 0)
+		if err != nil && err != unix.EINTR && !benignEnterErr(err) {
+			break
+		}
+	}
+	if e.submitted(u.ring) {
+		return nil
+	}
+	if e.ring != nil && e.ring.sqeMem != nil {
+		// still between the kernel's SQ head and our tail: ours to rewrite
+		*e.ring.sqeAt(e.sqPos) = uringSQE{Opcode: uringOpNop, UserData: makeUD(udNop, 0, 0)}
+	}
+	e.live = false
+	u.inflight--
+	if err == nil || err == unix.EINTR || benignEnterErr(err) {
+		err = ErrOpNotSubmitted
+	}
+	return err
 }
 
 // queueOp writes op's SQE and returns its SQ position.

@@ -114,3 +114,40 @@ func TestURingCloseDrainsOps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "late", string(buf[:n]))
 }
+
+// An op holds the file its descriptor number named when SubmitOp returned:
+// the kernel takes the SQE at once. Left queued until the next Wait, the
+// read below was resolved only then, against the pipe that had been given
+// the closed pipe's number meanwhile, and took that pipe's data (a fiber
+// parked on a closed IO reading the data of a new one).
+func TestURingOpKeepsItsFileWhenTheNumberChangesHands(t *testing.T) {
+	for _, tier := range []string{"defer", "coop", "plain"} {
+		t.Run(tier, func(t *testing.T) {
+			u := uringOpsOrSkip(t, tier)
+			var old, fresh [2]int
+			require.NoError(t, unix.Pipe2(old[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
+			defer unix.Close(old[1])
+			buf := make([]byte, 8)
+			require.NoError(t, u.SubmitOp(Op{Kind: OpRead, FD: int32(old[0]), Ptr: uintptr(unsafe.Pointer(&buf[0])), Len: 8, ID: 4}))
+			require.NoError(t, unix.Close(old[0]))
+			require.NoError(t, unix.Pipe2(fresh[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
+			defer unix.Close(fresh[0])
+			defer unix.Close(fresh[1])
+			require.Equal(t, old[0], fresh[0], "the new pipe did not get the old number")
+			_, err := unix.Write(fresh[1], []byte("fresh"))
+			require.NoError(t, err)
+
+			assert.Empty(t, waitOps(t, u, 1, 50*time.Millisecond), "the op completed: it read the new pipe")
+			got := make([]byte, 8)
+			n, err := unix.Read(fresh[0], got)
+			require.NoError(t, err)
+			assert.Equal(t, "fresh", string(got[:n]), "the new pipe's data")
+
+			require.NoError(t, u.CancelOp(4))
+			res := waitOps(t, u, 1, 2*time.Second)
+			require.Len(t, res, 1)
+			assert.Equal(t, OpResult{ID: 4, Result: -int64(unix.ECANCELED)}, res[0])
+			assert.Equal(t, make([]byte, 8), buf, "the op wrote into its buffer")
+		})
+	}
+}

@@ -69,8 +69,10 @@ func TestURingRebuildKeepsSubmittedOps(t *testing.T) {
 	assert.Equal(t, unix.EAGAIN, err, "a second read was started")
 }
 
-// Ops queued but never submitted (entering the ring failed) move to the
-// rebuilt ring and complete there.
+// An op submitted from another thread while none is in flight: entering
+// the ring to submit it (SubmitOp submits at once) rebuilds the ring on
+// that thread, queues the op there again and submits it; it completes on
+// the new ring.
 func TestURingRebuildRequeuesUnsubmittedOps(t *testing.T) {
 	u := uringOpsOrSkip(t, "defer")
 	if u.info.setup&uringSetupSingleIssuer == 0 {
@@ -78,17 +80,55 @@ func TestURingRebuildRequeuesUnsubmittedOps(t *testing.T) {
 	}
 	a, b := newStreamPair(t)
 	buf := make([]byte, 8)
-	require.NoError(t, u.SubmitOp(Op{Kind: OpRead, FD: int32(a.FD()), Ptr: uintptr(unsafe.Pointer(&buf[0])), Len: 8, ID: 9}))
 	var got []OpResult
+	var submitErr error
+	var submitted bool
 	onOtherThread(func() {
+		submitErr = u.SubmitOp(Op{Kind: OpRead, FD: int32(a.FD()), Ptr: uintptr(unsafe.Pointer(&buf[0])), Len: 8, ID: 9})
+		submitted = submitErr == nil && u.ops[9].submitted(u.ring)
 		b.Write(t, []byte("yz"))
 		got = waitOps(t, u, 1, 2*time.Second)
 		u.Close() // on the thread that now owns the ring
 	})
+	require.NoError(t, submitErr)
+	assert.True(t, submitted, "the op was left queued on the rebuilt ring")
 	assert.Equal(t, 1, u.rebuilt)
 	require.Len(t, got, 1)
 	assert.Equal(t, OpResult{ID: 9, Result: 2}, got[0])
 	assert.Equal(t, "yz", string(buf[:2]))
+}
+
+// An op submitted from another thread while the creator's ops are in
+// flight: the ring cannot be rebuilt there, so the kernel cannot take the
+// op, and SubmitOp withdraws it (its SQE becomes a NOP) instead of leaving
+// it queued for a later enter on a descriptor number that may change
+// hands by then.
+func TestURingOpRefusedOnAForeignThreadIsWithdrawn(t *testing.T) {
+	u := uringOpsOrSkip(t, "defer")
+	if u.info.setup&uringSetupSingleIssuer == 0 {
+		t.Skip("no SINGLE_ISSUER here")
+	}
+	a, b := newStreamPair(t)
+	c, d := newStreamPair(t)
+	buf, other := make([]byte, 8), make([]byte, 8)
+	submitRead(t, u, a.FD(), buf, 5)
+
+	var submitErr error
+	onOtherThread(func() {
+		submitErr = u.SubmitOp(Op{Kind: OpRead, FD: int32(c.FD()), Ptr: uintptr(unsafe.Pointer(&other[0])), Len: 8, ID: 6})
+	})
+	assert.ErrorIs(t, submitErr, ErrForeignThread)
+	assert.Equal(t, 1, u.OpsInFlight(), "the refused op counts as in flight")
+
+	d.Write(t, []byte("kept"))
+	b.Write(t, []byte("x"))
+	got := waitOps(t, u, 1, 2*time.Second) // this enter submits the NOP
+	require.Len(t, got, 1)
+	assert.Equal(t, OpResult{ID: 5, Result: 1}, got[0])
+	assert.Empty(t, waitOps(t, u, 1, 30*time.Millisecond), "the withdrawn op completed")
+	n, err := unix.Read(c.FD(), other)
+	require.NoError(t, err)
+	assert.Equal(t, "kept", string(other[:n]), "the withdrawn op read the data")
 }
 
 // Issue 13 item 4 (Go side): DrainOps cancels and waits for every op, with

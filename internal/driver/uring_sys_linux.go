@@ -285,6 +285,9 @@ func (r *uringRing) getSQE() *uringSQE {
 	return sqe
 }
 
+// sqeAt is the SQE that getSQE handed out when r.tail was pos+1.
+func (r *uringRing) sqeAt(pos uint32) *uringSQE { return &r.sqes[pos&r.sqMask] }
+
 // publish makes written SQEs visible to the kernel and returns how many it
 // has not consumed yet.
 func (r *uringRing) publish() uint32 {
