@@ -16,7 +16,8 @@ module Farce
   # Installs a scheduler on the current thread, runs the block in a fiber,
   # runs the event loop until every fiber finished, closes the scheduler and
   # returns the block's value. When the block or one of its fibers raises,
-  # the remaining fibers are abandoned and the exception propagates.
+  # the fibers still parked are unwound (their ensure clauses run; see
+  # Farce::Unwinding), the scheduler is freed, and the exception propagates.
   def self.run(**options, &block)
     raise ArgumentError, "Farce.run needs a block" unless block
     # A child forked inside a fiber runs on in that (non-blocking) fiber,
@@ -35,7 +36,7 @@ module Farce
       finished = true
     ensure
       # An exception, Thread#kill or throw is on its way out: the fibers
-      # still parked are never resumed (closing would run them to the end).
+      # still parked are unwound, not run to their end as closing would.
       scheduler.abandon unless finished
       Fiber.set_scheduler(previous)
     end

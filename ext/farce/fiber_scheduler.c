@@ -272,6 +272,54 @@ static VALUE sched_release(VALUE self)
     return Qnil;
 }
 
+/* ---- unwinding (lib/farce/unwind.rb) ----------------------------------------- */
+
+/* Whether the loop's fibers may be resumed from here: live, not closed, on
+ * the loop's thread. */
+static int unwindable(const farce_sched *s)
+{
+    return live(s) && !s->loop.closed && rb_thread_current() == s->loop.thread;
+}
+
+/* call-seq: __parked_fibers -> [fiber, ...]
+ * The live fibers parked in this scheduler's waits (sleep, block, a
+ * descriptor wait, a completion operation), each once; [] off the loop's
+ * thread or once released. */
+static VALUE sched_parked_fibers(VALUE self)
+{
+    farce_sched *s = sched_of(self);
+    VALUE list = rb_ary_new();
+    if (!unwindable(s)) return list;
+    st_table *seen = st_init_numtable();
+    for (uint32_t i = 0; i < s->loop.nwaits; i++) {
+        const farce_wait *e = &s->loop.waits[i];
+        if (!e->gen || e->kind == FARCE_WAIT_ALARM || !e->fiber) continue;
+        if (st_insert(seen, (st_data_t)e->fiber, 1)) continue; /* already listed */
+        if (RTEST(rb_fiber_alive_p(e->fiber))) rb_ary_push(list, e->fiber);
+    }
+    st_free_table(seen);
+    return list;
+}
+
+/* call-seq: __unwind_turn -> nil
+ * One iteration of the loop, without waiting in the kernel, between rounds
+ * of unwinding: completion operations are cancelled and drained first, so
+ * that the fibers parked on them (which leave only once the kernel let go
+ * of their buffers, op_pins.c) are resumed with their completions here and
+ * finish unwinding. A resumed fiber's exception propagates. */
+static VALUE sched_unwind_turn(VALUE self)
+{
+    farce_sched *s = sched_of(self);
+    if (!unwindable(s)) return Qnil;
+    farce_loop *l = &s->loop;
+    farce_loop_stop_ops(l);
+    if (s->inbox_len) drain_inbox(s);
+    if (!farce_loop_batch_pending(l)) farce_loop_poll(l, 0);
+    dispatch(l);
+    if (l->closed) farce_loop_finish_release(l);
+    return Qnil;
+}
+
 static VALUE sched_closed_p(VALUE self)
 {
     farce_sched *s = sched_of(self);
@@ -651,6 +699,8 @@ void farce_fiber_scheduler_init(VALUE mFarce)
     rb_define_private_method(cScheduler, "__offload", sched_offload, 1);
     rb_define_private_method(cScheduler, "__process_wait", sched_process_wait, 2);
     rb_define_private_method(cScheduler, "__turn_check", sched_turn_check, 0);
+    rb_define_private_method(cScheduler, "__parked_fibers", sched_parked_fibers, 0);
+    rb_define_private_method(cScheduler, "__unwind_turn", sched_unwind_turn, 0);
     rb_define_private_method(cScheduler, "__turn_budget=", sched_set_turn_budget, 1);
     rb_define_private_method(cScheduler, "__stall_threshold=", sched_set_stall_threshold, 1);
 

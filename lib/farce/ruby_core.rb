@@ -155,6 +155,26 @@ module Farce
       nil
     end
 
+    # The live fibers parked in this core's waits, for unwinding
+    # (lib/farce/unwind.rb); [] off the loop's thread or once released.
+    def parked_fibers
+      return [] unless @open && !inert? && Thread.current == @thread
+
+      @waits.keys.select(&:alive?)
+    end
+
+    # One iteration without waiting, between rounds of unwinding: what the
+    # unwound fibers' ensure clauses made ready runs. A resumed fiber's
+    # exception propagates.
+    def unwind_turn
+      return unless @open && !inert? && Thread.current == @thread
+
+      drain_inbox
+      wait_for_events(poll_only: true)
+      resume_ready
+      nil
+    end
+
     # Forgets every wait without resuming it (close, abandon).
     def release
       return nil unless @open

@@ -6,6 +6,7 @@ require_relative "select"
 require_relative "ruby_core"
 require_relative "ruby_core/hooks"
 require_relative "stall"
+require_relative "unwind"
 
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
@@ -17,6 +18,7 @@ module Farce
   # (lib/farce/ruby_core.rb); `backend` is then :ruby.
   class Scheduler
     include StallReporting
+    include Unwinding
 
     # The default for backend: (Farce.backend_from_environment).
     FROM_ENVIRONMENT = Object.new.freeze
@@ -102,6 +104,8 @@ module Farce
 
       fiber = Fiber.new(blocking: false) do
         block.call(*arguments)
+      rescue Unwind
+        nil # its scheduler unwound it (Unwinding): it ends here
       ensure
         __fiber_finished
       end
@@ -236,12 +240,17 @@ module Farce
       nil
     end
 
-    # Frees the core without running the remaining fibers, which are never
-    # resumed. Farce.run uses it when the program raised.
+    # Frees the core without running the remaining fibers to their end: each
+    # fiber still parked is unwound first (Fiber#kill, or Farce::Unwind
+    # raised into it: see Unwinding), so that its ensure clauses run and
+    # Ruby takes it out of the Mutex, Queue or ConditionVariable it waits
+    # in. Farce.run uses it when the program raised.
     def abandon
+      unwind_parked_fibers
+      nil
+    ensure # an INT trap's Interrupt while unwinding: the core is freed all the same
       __release
       @worker_pool.close
-      nil
     end
 
     def inspect
