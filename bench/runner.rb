@@ -859,12 +859,13 @@ module Bench
         time), ~2 µs per fiber parked in `read`. farce allocates nothing per round trip; Ruby does
         (the result strings and an `IO::Buffer` per `read`/`write` hook call, 8 objects per round
         trip). Ruby 3.3 puts those buffers in its 80-byte size pool, which holds the idle
-        connections' buffers and strings and which 3.3 does not grow, so it collects 7–9 times as
-        often as 3.1 and 3.4 do (`RUBY_GC_HEAP_1_INIT_SLOTS=60000` brings farce on 3.3 from 0.26
-        to ~0.75 of the 0-idle rate). How often 3.3 collects there depends on what else happens to
-        sit in that pool: the same workload started as `ruby bench/workloads.rb` (a relative path)
-        instead of the runner's absolute path makes 0.47 minor GCs per 1,000 round trips instead of
-        1.12, and 63,000 round trips/s instead of 37,000. What farce controls is the cost per parked
+        connections' buffers and strings and which 3.3 does not grow, so it collects 2.5–10 times
+        as often as 3.1 and 3.4 do (`RUBY_GC_HEAP_1_INIT_SLOTS=60000` brought farce on 3.3 from
+        0.26 to ~0.75 of the 0-idle rate). How often 3.3 collects there depends on what else
+        happens to sit in that pool, so the row swings between runs with no change to the scheduler: one
+        full run gave 1.12 minor GCs per 1,000 round trips (37,000 round trips/s), this one 0.48
+        (64,000), and in a controlled test starting the same workload by a relative instead of an
+        absolute script path flipped it from 1.12 to 0.47. What farce controls is the cost per parked
         fiber in each collection: its own C frames below a parked fiber are under 700 bytes
         (`-fstack-usage`), and 9,000 fibers parked in `read` cost 13.7 ms per minor GC on 3.3,
         9.9 ms parked in `sleep`, against 4 ms for bare fibers parked in `Fiber.yield` with no
