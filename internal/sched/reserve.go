@@ -2,9 +2,9 @@ package sched
 
 import (
 	"errors"
+	"syscall"
 
 	"github.com/farce-rb/farce/internal/driver"
-	"golang.org/x/sys/unix"
 )
 
 // Reserved waits: one call into the core fewer per wait. A
@@ -44,7 +44,7 @@ func (s *Scheduler) BindFD(tok Token, fd int, events Events, known Readiness) bo
 	s.reserved--
 	ready, err := s.prepareFD(fd, events, known)
 	switch {
-	case errors.Is(err, unix.EBADF):
+	case errors.Is(err, syscall.EBADF): // the drivers' unix.EBADF; syscall's builds for every GOOS
 		s.finish(i, ResultClosed)
 	case err != nil:
 		s.finish(i, int64(readyOnError(events)))

@@ -2,13 +2,13 @@ package sched
 
 import (
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/farce-rb/farce/internal/driver"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 func (h *harness) reserve() Token {
@@ -75,7 +75,7 @@ func TestBindFDAfterCancelIsSkipped(t *testing.T) {
 
 func TestBindFDFailures(t *testing.T) {
 	h := newHarness(t, true)
-	h.drv.armErr[5] = unix.EBADF
+	h.drv.armErr[5] = syscall.EBADF
 	closed := h.reserve()
 	require.True(t, h.s.BindFD(closed, 5, W, NotReady))
 	h.drv.armErr[6] = errors.New("boom")
