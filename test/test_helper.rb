@@ -26,8 +26,8 @@ module FarceTestHelper
     skip "the Ruby core (FARCE_BACKEND=ruby) #{why}" if ruby_core?
   end
 
-  def farce(&block)
-    Farce.run(backend: backend, &block)
+  def farce(**options, &block)
+    Farce.run(backend: backend, **options, &block)
   end
 
   def monotonic
