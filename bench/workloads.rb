@@ -124,14 +124,7 @@ module Bench
       gc0 = Bench.gc_snapshot
       started = Bench.now
       harness.run do
-        count.times do |i|
-          d = durations[i]
-          harness.spawn do
-            due[i] = Bench.now + d
-            sleep(d)
-            woke[i] = Bench.now
-          end
-        end
+        spawn_sleepers(harness, durations, due, woke)
         spawned_at = Bench.now
       end
       elapsed = Bench.now - started
@@ -147,6 +140,18 @@ module Bench
         lateness_p99_ms: (Bench.percentile(late, 0.99) * 1000).round(3),
         lateness_max_ms: (late.last * 1000).round(3), lateness_counted: counted.size,
         woke_early: early, peak_alive: peak_alive(due, woke, durations), **gc_pauses(gc0, gc1) }
+    end
+
+    # One task per duration, each sleeping it; due[i] and woke[i] get when
+    # task i should wake and when it did (timers, spawn_burst).
+    def spawn_sleepers(harness, durations, due, woke)
+      durations.each_with_index do |d, i|
+        harness.spawn do
+          due[i] = Bench.now + d
+          sleep(d)
+          woke[i] = Bench.now
+        end
+      end
     end
 
     # The most sleepers parked at once (each is alive from due - duration to
@@ -281,14 +286,7 @@ module Bench
       spawn_s = nil
       harness.run do
         t0 = Bench.now
-        count.times do |i|
-          d = durations[i]
-          harness.spawn do
-            due[i] = Bench.now + d
-            sleep(d)
-            woke[i] = Bench.now
-          end
-        end
+        spawn_sleepers(harness, durations, due, woke)
         spawn_s = Bench.now - t0
       end
       late = count.times.map { |i| woke[i] - due[i] }.sort
