@@ -88,6 +88,42 @@ class TestWaitStress < Minitest::Test
     assert_includes out, "done"
   end
 
+  # Whether the caller is read_nonblock/write_nonblock is cached per frame
+  # (io_transfer.c): answers must stay right when hundreds of other methods
+  # read blocking in between (they push read_nonblock's entry out of the
+  # cache) and after GC.compact (a cached frame must not move or be freed).
+  def test_nonblocking_calls_never_wait_after_cache_churn_and_compaction
+    out, status = ruby_subprocess(<<~RUBY, timeout: 30) # a parked fiber: the child hangs
+      require "farce"
+      $stdout.sync = true
+      readers = Module.new
+      # one instruction sequence each (define_method's would all share its block's)
+      300.times { |i| readers.module_eval("def blocking_read_\#{i}(io) io.read(1) end") }
+      reader = Object.new.extend(readers)
+      answers = []
+      Farce.run(backend: :#{backend}) do
+        r, w = IO.pipe
+        Fiber.schedule do
+          3.times do |round|
+            300.times do |i|
+              Fiber.schedule { reader.public_send(:"blocking_read_\#{i}", r) } # parks: the pipe is empty
+              w.write("x")
+            end
+            sleep 0.01 # the readers take their bytes
+            answers << r.read_nonblock(10, exception: false)
+            GC.compact if GC.respond_to?(:compact) && round == 1
+          end
+          nil until w.write_nonblock("y" * 65_536, exception: false) == :wait_writable
+          answers << w.write_nonblock("y", exception: false)
+        end
+      end
+      puts "answers: \#{answers.grep(Symbol).inspect}"
+      exit!(0)
+    RUBY
+    assert status.success?, out
+    assert_includes out, "answers: [:wait_readable, :wait_readable, :wait_readable, :wait_writable]"
+  end
+
   # io_wait gave the loop its turn after it read the IO's descriptor: a
   # fiber that ran in that turn closed the IO and a new pipe took the
   # number, and the wait was made on the new pipe (it answered "readable").

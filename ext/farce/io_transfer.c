@@ -44,28 +44,71 @@
  * sits between it and us (the hook, a scheduler's Ruby io_read under
  * Async, the Ruby core's routing). A false "yes" only costs the slow path
  * (-EAGAIN, then Ruby's io_wait); a false "no" would park a nonblocking
- * call, so the search is generous. */
+ * call, so the search is generous. No line numbers are asked for (Ruby
+ * computes one per frame otherwise, by a search in the frame's line table),
+ * and each frame's answer is cached by the frame's identity: every read
+ * that would wait asks (two per pipe ping-pong round trip), and looking up
+ * eight method names each time cost a few percent of the round trip. */
 #define NONBLOCK_FRAMES 8
+
+/* A frame from rb_profile_frames is a method entry or an instruction
+ * sequence. The cache's keys are marked by frame_keeper (rb_gc_mark pins
+ * them): a cached frame is neither freed nor moved, so no other method can
+ * come to have its address while it is cached. One entry per hash slot; a
+ * collision replaces the older answer. */
+#define FRAME_CACHE 64 /* a power of two */
+static struct frame_answer {
+    VALUE frame;
+    int nonblock;
+} frame_cache[FRAME_CACHE];
+
+static void frame_keeper_mark(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < FRAME_CACHE; i++)
+        if (frame_cache[i].frame) rb_gc_mark(frame_cache[i].frame);
+}
+
+static const rb_data_type_t frame_keeper_type = {
+    "Farce::FrameCache",
+    {frame_keeper_mark, NULL, NULL},
+    0, 0, RUBY_TYPED_FREE_IMMEDIATELY,
+};
+
+static int frame_is_nonblocking(VALUE frame)
+{
+    if (RB_SPECIAL_CONST_P(frame)) return 0;
+    struct frame_answer *a = &frame_cache[((uint64_t)frame * 0x9E3779B97F4A7C15ull) >> 58];
+    if (a->frame == frame) return a->nonblock;
+    VALUE name = rb_profile_frame_method_name(frame);
+    int yes = 0;
+    if (RB_TYPE_P(name, T_STRING)) {
+        long len = RSTRING_LEN(name);
+        const char *p = RSTRING_PTR(name);
+        yes = (len == 13 && memcmp(p, "read_nonblock", 13) == 0) || (len == 14 && memcmp(p, "write_nonblock", 14) == 0);
+    }
+    a->frame = frame;
+    a->nonblock = yes;
+    return yes;
+}
+
 static int nonblocking_call(void)
 {
     VALUE frames[NONBLOCK_FRAMES];
-    int lines[NONBLOCK_FRAMES];
-    int n = rb_profile_frames(0, NONBLOCK_FRAMES, frames, lines);
-    for (int i = 0; i < n; i++) {
-        VALUE name = rb_profile_frame_method_name(frames[i]);
-        if (!RB_TYPE_P(name, T_STRING)) continue;
-        long len = RSTRING_LEN(name);
-        const char *p = RSTRING_PTR(name);
-        if ((len == 13 && memcmp(p, "read_nonblock", 13) == 0) || (len == 14 && memcmp(p, "write_nonblock", 14) == 0))
-            return 1;
-    }
+    int n = rb_profile_frames(0, NONBLOCK_FRAMES, frames, NULL); /* NULL: no lines (every Ruby since 2.1) */
+    for (int i = 0; i < n; i++)
+        if (frame_is_nonblocking(frames[i])) return 1;
     return 0;
 }
 
 /* IO::Buffer#locked? without raising (3.1 has no C accessor for it). */
 static ID id_locked_p;
 
-void farce_io_transfer_init(void) { id_locked_p = rb_intern("locked?"); }
+void farce_io_transfer_init(void)
+{
+    id_locked_p = rb_intern("locked?");
+    rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &frame_keeper_type, NULL));
+}
 
 /* Whether reads and writes on f go through completion operations: the core
  * performs them (io_uring), f is a non-blocking socket or pipe, and the
