@@ -79,6 +79,30 @@ class TestTurns < Minitest::Test
     assert_equal 0, stats[:turns_given]
   end
 
+  # A turn is one iteration of the loop *before* the busy fiber runs again:
+  # timers that expired while it held the loop fire first (the native core
+  # queues it behind the events of the turn's poll; the Ruby core queued it
+  # ahead of them and ran it again first, so every spawn-burst turn started
+  # with another budget of spawning).
+  def test_timers_that_expired_while_a_fiber_held_the_loop_run_before_it_resumes
+    log = []
+    with_scheduler(turn_budget: 0.0005) do
+      5.times do |i|
+        Fiber.schedule do
+          sleep 0.001
+          log << :"sleeper#{i}"
+        end
+      end
+      Fiber.schedule do
+        held_since = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - held_since < 0.005 # every sleep is due
+        Fiber.schedule {} # past the budget: the loop's turn
+        log << :busy_fiber
+      end
+    end
+    assert_equal %i[sleeper0 sleeper1 sleeper2 sleeper3 sleeper4 busy_fiber], log
+  end
+
   # A UNIX socket pair whose reader holds more bytes than the tests read,
   # one at a time: every read finds data, so the reader never blocks.
   # Returns [reader, writer, bytes to read].

@@ -52,6 +52,7 @@ module Farce
       @wake_r, @wake_w = IO.pipe
       @timers = Timers.new
       @ready = []                          # [Wait or Alarm, value]
+      @yielded = []                        # [Wait, value]: ready after the next poll's events (turns)
       @waits = {}.compare_by_identity      # fiber -> its Wait
       @io_waits = {}.compare_by_identity   # IO -> [Wait]
       @inbox = Thread::Queue.new           # Waits other threads unblocked
@@ -95,8 +96,8 @@ module Farce
         backend: :ruby,
         fibers: @live_fibers,
         parked_fibers: @parked,
-        pending_waits: @waits.size - @ready.size,
-        ready_waits: @ready.size,
+        pending_waits: @waits.size - @ready.size - @yielded.size,
+        ready_waits: @ready.size + @yielded.size,
         timers: @timers.size,
         registered_descriptors: @io_waits.size,
         iterations: @iterations,
@@ -185,6 +186,7 @@ module Farce
         @wake_w.close
       end
       @ready.clear
+      @yielded.clear
       @waits.clear
       @early_unblocks.clear
       @io_waits.clear
@@ -219,7 +221,7 @@ module Farce
 
       @turns_given += 1
       if !Fiber.blocking?
-        park(Wait.new(Fiber.current), 0)
+        park(Wait.new(Fiber.current), :after_poll)
       elsif !@running
         @iterations += 1
         drain_inbox
@@ -513,10 +515,13 @@ module Farce
       end
       dispatch(ready) if ready
       fire_timers
+      # fibers that gave the loop a turn run behind what this poll made ready
+      @ready.concat(@yielded)
+      @yielded.clear
     end
 
     def select_timeout
-      return 0 unless @ready.empty? && @inbox.empty? && @interrupts.empty?
+      return 0 unless @ready.empty? && @yielded.empty? && @inbox.empty? && @interrupts.empty?
 
       timeout = nil
       deadline = @timers.next_deadline
@@ -588,7 +593,8 @@ module Farce
     # into the fiber meanwhile cancels the wait and propagates; a resume by
     # someone other than the loop is a spurious wakeup (:woken). `duration`:
     # seconds before :timed_out (nil: none; 0: resumed at the next iteration,
-    # as kernel_sleep(0) and yield are).
+    # as kernel_sleep(0) and yield are; :after_poll: resumed behind what the
+    # next poll makes ready, a turn's).
     def park(wait, duration = nil)
       if Fiber.blocking? # rubocop:disable Style/GuardClause
         raise Farce::Error, "Farce::Scheduler#block called from a fiber that cannot wait in it (a blocking fiber, " \
@@ -598,10 +604,10 @@ module Farce
       @parked += 1
       # after the registration: an unblock from now on finds the wait
       early = wait.unblockable && !@early_unblocks.empty? && @early_unblocks.delete(wait.fiber)
-      if duration == 0 || early
+      if duration == 0 || duration == :after_poll || early
         wait.state = :ready
         wait.ready_at = monotonic
-        @ready << [wait, :woken]
+        (duration == :after_poll && !early ? @yielded : @ready) << [wait, :woken]
       elsif duration
         wait.timer = @timers.add(monotonic + duration, wait)
       end
