@@ -146,3 +146,19 @@ func TestURingFullSQFlushWithdrawsQueuedOps(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, OpResult{ID: 9, Result: 4}, got[0])
 }
+
+// DrainOps (closing) withdraws a queued op instead of submitting it: its
+// enter runs with Ruby's lock released, long after the op was checked.
+func TestURingDrainWithdrawsQueuedOps(t *testing.T) {
+	u := uringOpsOrSkip(t, "defer")
+	a, b := newStreamPair(t)
+	b.Write(t, []byte("kept"))
+	buf := make([]byte, 8)
+	require.NoError(t, u.SubmitOp(Op{Kind: OpRead, FD: int32(a.FD()), Ptr: uintptr(unsafe.Pointer(&buf[0])), Len: 8, ID: 2}))
+	left, err := u.DrainOps(time.Second)
+	require.NoError(t, err)
+	assert.Zero(t, left)
+	assert.Equal(t, []OpResult{{ID: 2, Result: -int64(unix.ECANCELED)}}, u.Completions())
+	assert.Equal(t, make([]byte, 8), buf, "the op read")
+	assert.Equal(t, "kept", readAll(t, a.FD()))
+}
