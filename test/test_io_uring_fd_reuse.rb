@@ -89,4 +89,30 @@ class TestIOURingFdReuse < Minitest::Test
     selector&.close
     ENV["FARCE_BACKEND"] = saved
   end
+
+  # More reads queued in one turn than the ring's submission queue holds
+  # (256): queuing the 257th enters the kernel to make room, before the
+  # loop checked the queued reads, so the driver withdraws them instead of
+  # submitting them (-EAGAIN), and their fibers wait for readiness and read
+  # plainly. Every reader gets its own bytes, and none spins (a subprocess
+  # with a deadline: a loop that never ends shows as a timeout).
+  def test_more_reads_queued_in_one_turn_than_the_ring_holds
+    out, status = ruby_subprocess(<<~RUBY, timeout: 60)
+      require "farce"
+      n = 400
+      pipes = Array.new(n) { IO.pipe }
+      got = Array.new(n)
+      queued = nil
+      Farce.run(backend: :io_uring, turn_budget: nil) do # every reader parks before the loop polls
+        pipes.each_with_index { |(r, _), i| Fiber.schedule { got[i] = r.readpartial(10) } }
+        queued = Fiber.scheduler.stats[:completion_ops_submitted]
+        pipes.each_with_index { |(_, w), i| w.write("p\#{i}") }
+      end
+      puts "queued \#{queued}"
+      puts "wrong \#{got.each_with_index.reject { |g, i| g == "p\#{i}" }.size}"
+    RUBY
+    assert status.success?, out
+    assert_includes out, "queued 400"
+    assert_includes out, "wrong 0"
+  end
 end
