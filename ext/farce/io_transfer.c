@@ -201,15 +201,15 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     int locked = RTEST(rb_funcall(buffer, id_locked_p, 0));
     if (!locked) rb_io_buffer_lock(buffer);
     int op = direction == FARCE_READ ? FARCE_OP_READ : FARCE_OP_WRITE;
+    farce_loop_op_room(l); /* may raise: not between the submission and the park */
     int64_t r = l->core->submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
     if (r < 0) {
         if (!locked) rb_io_buffer_unlock(buffer);
-        /* the kernel did not take it at once, and it was withdrawn (the
-         * driver never leaves an operation queued on a descriptor number
-         * that may change hands): the caller waits for readiness instead */
-        if (r == -EAGAIN) return r;
+        if (r == -EAGAIN) return r; /* the caller waits for readiness instead */
         farce_loop_raise(l, r, direction == FARCE_READ ? "read" : "write");
     }
+    /* checked against io at the poll that submits it (loop_core.h) */
+    farce_loop_note_op(l, token, io, fd);
     l->ops_submitted++;
     l->ops_in_flight++;
     /* a pending exception must not reach this fiber between submission
@@ -231,7 +231,8 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     }
     if (!locked) rb_io_buffer_unlock(buffer);
     /* Only the core cancels an operation park_op did not: the descriptor
-     * was closed (close scan, io_close) or its number changed hands. An
+     * was closed (close scan, io_close) or its number changed hands (the
+     * check before the poll that would have submitted it). An
      * operation holds the open file, so one that finished otherwise after
      * the IO was closed (end of file once the peer closed too) is reported
      * as the close, as a readiness wait would. */

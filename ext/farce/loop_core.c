@@ -124,6 +124,7 @@ int farce_loop_release(farce_loop *l)
     farce_fd_table_clear(&l->fds);
     l->nreserve = 0; /* the released core's */
     l->nwakes = 0;
+    l->nqueued_ops = 0;
     st_clear(l->blocked);
     l->batch_pos = l->batch_len = 0;
     l->parked = l->fd_parked = 0;
@@ -181,6 +182,7 @@ void farce_loop_mark(farce_loop *l)
         }
     }
     farce_fd_table_mark(&l->fds);
+    for (long i = 0; i < l->nqueued_ops; i++) rb_gc_mark(l->queued_ops[i].io);
 }
 
 void farce_loop_free(farce_loop *l)
@@ -192,12 +194,14 @@ void farce_loop_free(farce_loop *l)
     if (l->blocked) st_free_table(l->blocked);
     xfree(l->waits);
     xfree(l->wakes);
+    xfree(l->queued_ops);
     farce_fd_table_free(&l->fds);
 }
 
 size_t farce_loop_memsize(const farce_loop *l)
 {
-    return l->nwaits * sizeof(farce_wait) + farce_fd_table_memsize(&l->fds);
+    return l->nwaits * sizeof(farce_wait) + farce_fd_table_memsize(&l->fds) +
+           (size_t)l->queued_ops_cap * sizeof(farce_queued_op);
 }
 
 /* ---- the loop ------------------------------------------------------------------- */
@@ -236,10 +240,33 @@ static void scan_closed(farce_loop *l)
     farce_fd_table_forget_closed(&l->fds, l->handle);
 }
 
+void farce_loop_op_room(farce_loop *l)
+{
+    if (l->nqueued_ops < l->queued_ops_cap) return;
+    long cap = l->queued_ops_cap ? l->queued_ops_cap * 2 : 64;
+    REALLOC_N(l->queued_ops, farce_queued_op, cap);
+    l->queued_ops_cap = cap;
+}
+
+/* Cancels each operation queued since the last poll whose IO was closed or
+ * no longer has the descriptor it was queued on (loop_core.h). The caller
+ * polls next, with the GVL still held: that poll submits the others. */
+static void check_queued_ops(farce_loop *l)
+{
+    for (long i = 0; i < l->nqueued_ops; i++) {
+        const farce_queued_op *q = &l->queued_ops[i];
+        if (farce_io_fd_or_closed(q->io) == q->fd) continue;
+        farce_stack_guard();
+        l->core->cancel_op(l->handle, q->token); /* a stale token (reaped meanwhile) is ignored */
+    }
+    l->nqueued_ops = 0;
+}
+
 int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
 {
     farce_loop_turn_ends(l);
     scan_closed(l);
+    if (l->nqueued_ops) check_queued_ops(l); /* right before the poll that submits them */
     l->slept = 0;
     int64_t n;
     if (l->core->poll_batch) {

@@ -57,6 +57,15 @@ typedef struct {
 
 typedef struct farce_loop farce_loop;
 
+/* A completion operation queued since the last poll, which submits it
+ * (io_uring resolves its descriptor number only then): farce_loop_poll
+ * checks it against its IO first. */
+typedef struct {
+    uint64_t token;
+    VALUE io; /* marked (the parked fiber's frame holds it too) */
+    int fd;
+} farce_queued_op;
+
 /* How one front end switches fibers. */
 typedef struct {
     const char *name;          /* for messages: "Farce::Scheduler" */
@@ -147,6 +156,9 @@ struct farce_loop {
      * fires timers: a wake from the loop's thread costs no call either. */
     uint64_t *wakes;
     long nwakes, wakes_cap;
+    /* Operations queued since the last poll (farce_loop_note_op) */
+    farce_queued_op *queued_ops;
+    long nqueued_ops, queued_ops_cap;
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -220,6 +232,30 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns);
  * and the fiber). */
 int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result);
 static inline int farce_loop_batch_pending(const farce_loop *l) { return l->batch_pos < l->batch_len; }
+
+/* Completion operations and descriptor numbers. An operation the core
+ * queued (farce_core_api.submit_op) reaches the kernel at the next poll,
+ * and the kernel resolves its descriptor number only then; the fibers that
+ * run before (and other threads, if the poll submitted it with the GVL
+ * released) may close its IO meanwhile and open a file that gets the same
+ * number. So every operation is noted when queued, and farce_loop_poll,
+ * with the GVL held right before the poll that submits it, cancels those
+ * whose IO no longer has that descriptor: a queued operation cancelled is
+ * never run (the driver withdraws it), and its fiber gets IOError as a
+ * closed wait does. A Ruby-level close cannot slip between the check and
+ * the submission: Ruby sets the IO's descriptor to -1 before close(2), with
+ * the GVL held. The core submits queued operations at no other point
+ * (internal/driver/uring_ops_linux.go). farce_loop_op_room makes room for
+ * one note and may raise: call it before submitting, so that nothing
+ * raises between the submission and the park. */
+void farce_loop_op_room(farce_loop *l);
+static inline void farce_loop_note_op(farce_loop *l, uint64_t token, VALUE io, int fd)
+{
+    farce_queued_op *q = &l->queued_ops[l->nqueued_ops++];
+    q->token = token;
+    q->io = io;
+    q->fd = fd;
+}
 
 /* io_close (Ruby 4.0): fibers waiting on the descriptor raise IOError at
  * once and the number may be reused. */

@@ -51,6 +51,7 @@ type URing struct {
 
 	opsOn    bool       // completion ops offered (uring_ops_linux.go)
 	ops      []uringOp  // ops in flight, by slot
+	queued   []queuedOp // ops queued since the last Wait, maybe not taken by the kernel yet
 	inflight int        // live entries of ops
 	done     []OpResult // reaped by the last Wait
 	rebuilt  int        // rings rebuilt after a change of submitting thread (tests)
@@ -118,12 +119,14 @@ func (u *URing) entry(fd int) *uringFD {
 }
 
 // sqe returns a free SQE, submitting the queued ones first when the SQ is
-// full (the only place outside Wait that enters the kernel).
+// full (the only place outside Wait that enters the kernel). That enter
+// submits no op SQE: they are withdrawn first (uring_ops_linux.go).
 func (u *URing) sqe() (*uringSQE, error) {
 	if s := u.ring.getSQE(); s != nil {
 		return s, nil
 	}
-	if _, err := u.enter(u.ring.publish(), 0, 0); err != nil && err != unix.EINTR {
+	u.withdrawQueued()
+	if _, err := u.enter(u.ring.publish(), 0, 0); err != nil && err != unix.EINTR && !benignEnterErr(err) {
 		return nil, err
 	}
 	if s := u.ring.getSQE(); s != nil {
@@ -261,12 +264,23 @@ func (u *URing) enter(toSubmit, minComplete, flags uint32) (int, error) {
 
 // Wait reaps what the completion queue holds; it enters the kernel (once)
 // only to submit queued SQEs, to run deferred completion work the kernel
-// flagged, to flush an overflowed CQ, or to block.
+// flagged, to flush an overflowed CQ, or to block. It is the only enter
+// that submits op SQEs, and an op it did not get the kernel to take is
+// withdrawn before it returns (uring_ops_linux.go).
 func (u *URing) Wait(buf []Event, timeout time.Duration) (int, error) {
+	n, err := u.wait(buf, timeout)
+	if len(u.queued) > 0 {
+		u.withdrawQueued()
+	}
+	return n, err
+}
+
+func (u *URing) wait(buf []Event, timeout time.Duration) (int, error) {
 	if len(buf) == 0 {
 		return 0, nil
 	}
 	n, woke := u.reap(buf)
+	woke = woke || len(u.done) > 0 // withdrawn ops: results to hand out
 	pending := u.ring.publish()
 	flags := u.ring.flags()
 	kernelWork := flags&(uringSQCQOverflow|uringSQTaskrun) != 0 || !u.info.cheapPeek
@@ -274,11 +288,14 @@ func (u *URing) Wait(buf []Event, timeout time.Duration) (int, error) {
 		if pending == 0 && !kernelWork {
 			return n, nil
 		}
-		if timeout == 0 && n == 0 && !woke && !kernelWork && !u.deferred {
+		if timeout == 0 && n == 0 && !woke && !kernelWork && !u.deferred && len(u.queued) == 0 {
 			// Nothing to report and only submissions queued: the caller
 			// (the shim's loop) blocks next, and that Wait submits them in
 			// the same io_uring_enter. Never twice in a row, so a busy
-			// loop that never blocks still submits every other Wait.
+			// loop that never blocks still submits every other Wait. Never
+			// op SQEs: the blocking Wait runs with Ruby's lock released,
+			// when other threads may close an op's IO and reuse its number
+			// before the kernel takes the SQE.
 			u.deferred = true
 			return 0, nil
 		}
@@ -434,12 +451,12 @@ func (u *URing) rebuild() error {
 	// Ops that completed in the old ring keep their results. One the old
 	// ring's kernel side has taken and not completed belongs to that ring:
 	// only its creator thread can reap it, so no rebuild (ErrForeignThread).
-	// The others (never submitted: entering the ring failed) are queued on
-	// the new one.
+	// The others (never submitted) are withdrawn with -EAGAIN.
 	u.reapOps()
 	if u.opsSubmittedTo(u.ring) {
 		return ErrForeignThread
 	}
+	u.withdrawForRebuild()
 	ring, info, err := newRing(u.info.want)
 	if err != nil {
 		return err
@@ -460,9 +477,6 @@ func (u *URing) rebuild() error {
 		if err := u.queuePoll(int32(fd), e.gen, pollMask(e.events, u.multi), u.multi, udPoll); err != nil {
 			return err
 		}
-	}
-	if err := u.requeueOps(); err != nil {
-		return err
 	}
 	// A pending wakeup whose CQE died with the old ring must not be lost.
 	return u.Wake()

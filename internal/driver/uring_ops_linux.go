@@ -16,9 +16,34 @@ import (
 // IORING_OP_READ/WRITE with the caller's memory, IORING_OP_ASYNC_CANCEL to
 // cancel. An op's user_data is udOp<<56 | ID (56 bits); the table below,
 // indexed by the ID's low 32 bits (the scheduler's slot index, dense),
-// remembers every op until its CQE has been reaped, so that a ring rebuilt
-// on another thread re-queues them and Close can wait for them: the memory
-// an op names is the caller's until its OpResult is returned.
+// remembers every op until its CQE has been reaped, so that Close can wait
+// for them: the memory an op names is the caller's until its OpResult is
+// returned.
+//
+// When the kernel takes an op. The kernel resolves an SQE's descriptor
+// number when it takes the SQE, not when SubmitOp queued it. In between,
+// the caller's thread runs other code (other fibers, until the loop polls),
+// and if that code closed the IO and opened another file that got the same
+// number, the op would read that file's data or write into it. So:
+//
+//   - SubmitOp only queues the SQE (u.queued), and Wait is the one enter
+//     that submits op SQEs: its caller (the shim's poll, farce_loop_poll)
+//     has just checked, with Ruby's lock held, that every op queued since
+//     the last poll still names its IO's descriptor, and cancelled those
+//     that do not. Wait(0) never defers them to the blocking Wait, which
+//     runs with the lock released. An op Wait could not submit is
+//     withdrawn when Wait returns: it was checked for this poll only.
+//   - Any other enter (sqe() flushing a full SQ; a rebuild on a change of
+//     thread) withdraws the queued ops first instead of submitting them
+//     unchecked: they complete with -EAGAIN, and the caller waits for
+//     readiness and transfers plainly.
+//   - CancelOp of a queued op withdraws it: it completes with -ECANCELED
+//     and never runs. One the kernel has taken is cancelled with
+//     IORING_OP_ASYNC_CANCEL.
+//
+// Withdrawn means: the SQE becomes a NOP (it is still ours to rewrite,
+// between the kernel's SQ head and our tail; no SQPOLL), and the OpResult
+// is handed out by the next Completions.
 
 // uringOpsByDefault: whether a ring offers completion ops unless
 // FARCE_IO_URING_OPS says otherwise.
@@ -32,7 +57,7 @@ const (
 type uringOp struct {
 	op        Op
 	live      bool
-	cancelled bool // CancelOp was called: a rebuilt ring cancels it again
+	cancelled bool // CancelOp was called (DrainOps need not ask again)
 	// Where its SQE went: the ring and the SQ position. Once the kernel's
 	// SQ head has passed that position the kernel owns the operation, and
 	// only that ring will ever report its completion (see submitted).
@@ -103,57 +128,58 @@ func (u *URing) SubmitOp(op Op) error {
 	}
 	*e = uringOp{op: op, live: true, ring: u.ring, sqPos: pos}
 	u.inflight++
+	u.queued = append(u.queued, queuedOp{slot: uint32(op.ID), id: op.ID})
 	if debugOps {
 		fmt.Fprintf(os.Stderr, "submit %+v\n", op)
 	}
-	return u.submitNow(e)
+	return nil
 }
 
-// ErrOpNotSubmitted wraps EAGAIN: the kernel did not take an operation's
-// SQE when SubmitOp entered the ring (its completion queue overflowed), and
-// the operation was withdrawn. The caller waits for readiness instead.
-var ErrOpNotSubmitted = fmt.Errorf("%w: io_uring did not take the operation at once; withdrawn", unix.EAGAIN)
+// queuedOp names an op SubmitOp queued since the last Wait (it may have
+// been withdrawn and its slot reused since: id tells).
+type queuedOp struct {
+	slot uint32
+	id   uint64
+}
 
-// submitNow makes the kernel take e's SQE before SubmitOp returns, instead
-// of at the next Wait like every other SQE. The kernel resolves an SQE's
-// descriptor number when it takes it, and the caller read that number from
-// its IO just before: a deferred SQE would be resolved only after other
-// code had run (other fibers on this thread until the loop polls, other
-// threads while the poll has released Ruby's lock), and if that code
-// closed the IO and opened another file that got the same number, the
-// operation would read that file's data or write into it (the data of a
-// new pipe read by a fiber still parked on the closed one). Submitted now,
-// the operation holds the file it was meant for, whatever happens to the
-// number later. One io_uring_enter per operation; the next Wait has one
-// SQE less to submit.
-//
-// An operation the kernel did not take is withdrawn: its SQE becomes a
-// NOP whose completion is ignored, and the error is ErrOpNotSubmitted, or
-// that of entering the ring (ErrForeignThread). Nothing is left queued
-// that could run later on a number that changed hands.
-func (u *URing) submitNow(e *uringOp) error {
-	var err error
-	for try := 0; try < 4 && !e.submitted(u.ring); try++ {
-		// a ring rebuilt by enter (another submitting thread) has e
-		// queued again but not submitted: the next round submits it
-		_, err = u.enter(u.ring.publish(), 0, 0)
-		if err != nil && err != unix.EINTR && !benignEnterErr(err) {
-			break
-		}
-	}
-	if e.submitted(u.ring) {
+// unsubmitted returns the op (slot, id) if its SQE is still in the current
+// ring's SQ, not taken by the kernel.
+func (u *URing) unsubmitted(slot uint32, id uint64) *uringOp {
+	if int(slot) >= len(u.ops) {
 		return nil
 	}
+	e := &u.ops[slot]
+	if !e.live || e.op.ID != id || e.ring != u.ring || e.submitted(u.ring) {
+		return nil
+	}
+	return e
+}
+
+// withdraw takes back an op whose SQE the kernel has not taken: the SQE
+// becomes a NOP and the op completes with res (-errno) at once.
+func (u *URing) withdraw(e *uringOp, res int32) {
 	if e.ring != nil && e.ring.sqeMem != nil {
-		// still between the kernel's SQ head and our tail: ours to rewrite
 		*e.ring.sqeAt(e.sqPos) = uringSQE{Opcode: uringOpNop, UserData: makeUD(udNop, 0, 0)}
 	}
 	e.live = false
 	u.inflight--
-	if err == nil || err == unix.EINTR || benignEnterErr(err) {
-		err = ErrOpNotSubmitted
+	u.done = append(u.done, OpResult{ID: e.op.ID, Result: int64(res)})
+	if debugOps {
+		fmt.Fprintf(os.Stderr, "withdraw %#x res %d\n", e.op.ID, res)
 	}
-	return err
+}
+
+// withdrawQueued withdraws every op queued since the last Wait that the
+// kernel has not taken, with -EAGAIN: before an enter that is not Wait's
+// (their descriptors were not checked for it), and when Wait returns (they
+// were checked for that Wait only).
+func (u *URing) withdrawQueued() {
+	for _, q := range u.queued {
+		if e := u.unsubmitted(q.slot, q.id); e != nil {
+			u.withdraw(e, -int32(unix.EAGAIN))
+		}
+	}
+	u.queued = u.queued[:0]
 }
 
 // queueOp writes op's SQE and returns its SQ position.
@@ -196,6 +222,10 @@ func (u *URing) CancelOp(id uint64) error {
 		return nil // already reaped
 	}
 	e.cancelled = true
+	if u.unsubmitted(uint32(id), id) != nil {
+		u.withdraw(e, -int32(unix.ECANCELED)) // never taken: it never runs
+		return nil
+	}
 	return u.queueCancel(udOp<<56 | id)
 }
 
@@ -262,24 +292,18 @@ func (u *URing) opsSubmittedTo(r *uringRing) bool {
 	return false
 }
 
-// requeueOps queues every op still in flight on a new ring: only ops the
-// old ring never submitted (rebuild checks opsSubmittedTo first).
-func (u *URing) requeueOps() error {
+// withdrawForRebuild withdraws every op in flight with -EAGAIN: only ops
+// the old ring never submitted (rebuild checks opsSubmittedTo first). They
+// are not queued again on the new ring, whose next enter may come after
+// other code ran on their descriptor numbers (the rebuild's own enter
+// returns without submitting): their callers wait for readiness instead.
+func (u *URing) withdrawForRebuild() {
 	for i := range u.ops {
 		if e := &u.ops[i]; e.live {
-			pos, err := u.queueOp(e.op)
-			if err != nil {
-				return err
-			}
-			e.ring, e.sqPos = u.ring, pos
-			if e.cancelled {
-				if err := u.queueCancel(udOp<<56 | e.op.ID); err != nil {
-					return err
-				}
-			}
+			u.withdraw(e, -int32(unix.EAGAIN))
 		}
 	}
-	return nil
+	u.queued = u.queued[:0]
 }
 
 // DrainOps cancels every op in flight and waits, up to timeout (negative:
@@ -295,10 +319,10 @@ func (u *URing) DrainOps(timeout time.Duration) (int, error) {
 	}
 	for i := range u.ops {
 		if e := &u.ops[i]; e.live && !e.cancelled {
-			if err := u.queueCancel(udOp<<56 | e.op.ID); err != nil {
+			// a queued one is withdrawn, a submitted one cancelled
+			if err := u.CancelOp(e.op.ID); err != nil {
 				return u.inflight, err
 			}
-			e.cancelled = true
 		}
 	}
 	var deadline time.Time

@@ -69,40 +69,42 @@ func TestURingRebuildKeepsSubmittedOps(t *testing.T) {
 	assert.Equal(t, unix.EAGAIN, err, "a second read was started")
 }
 
-// An op submitted from another thread while none is in flight: entering
-// the ring to submit it (SubmitOp submits at once) rebuilds the ring on
-// that thread, queues the op there again and submits it; it completes on
-// the new ring.
-func TestURingRebuildRequeuesUnsubmittedOps(t *testing.T) {
+// An op queued on the creator's thread and not submitted yet when another
+// thread enters the ring: the enter rebuilds the ring there, and the op is
+// withdrawn (-EAGAIN) rather than queued again on the new ring, whose next
+// enter would submit it after its descriptor was last checked (the caller
+// waits for readiness instead). Ops queued on the new ring run as usual.
+func TestURingRebuildWithdrawsUnsubmittedOps(t *testing.T) {
 	u := uringOpsOrSkip(t, "defer")
 	if u.info.setup&uringSetupSingleIssuer == 0 {
 		t.Skip("no SINGLE_ISSUER here")
 	}
 	a, b := newStreamPair(t)
 	buf := make([]byte, 8)
-	var got []OpResult
-	var submitErr error
-	var submitted bool
+	require.NoError(t, u.SubmitOp(Op{Kind: OpRead, FD: int32(a.FD()), Ptr: uintptr(unsafe.Pointer(&buf[0])), Len: 8, ID: 9}))
+	var withdrawn, after []OpResult
+	var rebuilt int
 	onOtherThread(func() {
-		submitErr = u.SubmitOp(Op{Kind: OpRead, FD: int32(a.FD()), Ptr: uintptr(unsafe.Pointer(&buf[0])), Len: 8, ID: 9})
-		submitted = submitErr == nil && u.ops[9].submitted(u.ring)
 		b.Write(t, []byte("yz"))
-		got = waitOps(t, u, 1, 2*time.Second)
+		withdrawn = waitOps(t, u, 1, 2*time.Second)
+		rebuilt = u.rebuilt
+		require.NoError(t, u.SubmitOp(Op{Kind: OpRead, FD: int32(a.FD()), Ptr: uintptr(unsafe.Pointer(&buf[0])), Len: 8, ID: 10}))
+		after = waitOps(t, u, 1, 2*time.Second)
 		u.Close() // on the thread that now owns the ring
 	})
-	require.NoError(t, submitErr)
-	assert.True(t, submitted, "the op was left queued on the rebuilt ring")
-	assert.Equal(t, 1, u.rebuilt)
-	require.Len(t, got, 1)
-	assert.Equal(t, OpResult{ID: 9, Result: 2}, got[0])
+	assert.Equal(t, 1, rebuilt)
+	require.Len(t, withdrawn, 1)
+	assert.Equal(t, OpResult{ID: 9, Result: -int64(unix.EAGAIN)}, withdrawn[0])
+	require.Len(t, after, 1)
+	assert.Equal(t, OpResult{ID: 10, Result: 2}, after[0], "the op on the rebuilt ring")
 	assert.Equal(t, "yz", string(buf[:2]))
 }
 
-// An op submitted from another thread while the creator's ops are in
-// flight: the ring cannot be rebuilt there, so the kernel cannot take the
-// op, and SubmitOp withdraws it (its SQE becomes a NOP) instead of leaving
-// it queued for a later enter on a descriptor number that may change
-// hands by then.
+// An op queued from another thread while the creator's ops are in flight:
+// the ring cannot be rebuilt there, so the Wait that would submit it fails
+// (ErrForeignThread), and the op is withdrawn (its SQE becomes a NOP,
+// -EAGAIN) instead of being left queued for a later enter, by when its
+// descriptor number may have changed hands.
 func TestURingOpRefusedOnAForeignThreadIsWithdrawn(t *testing.T) {
 	u := uringOpsOrSkip(t, "defer")
 	if u.info.setup&uringSetupSingleIssuer == 0 {
@@ -113,19 +115,21 @@ func TestURingOpRefusedOnAForeignThreadIsWithdrawn(t *testing.T) {
 	buf, other := make([]byte, 8), make([]byte, 8)
 	submitRead(t, u, a.FD(), buf, 5)
 
-	var submitErr error
+	var submitErr, waitErr error
 	onOtherThread(func() {
 		submitErr = u.SubmitOp(Op{Kind: OpRead, FD: int32(c.FD()), Ptr: uintptr(unsafe.Pointer(&other[0])), Len: 8, ID: 6})
+		_, waitErr = u.Wait(make([]Event, 4), 0)
 	})
-	assert.ErrorIs(t, submitErr, ErrForeignThread)
-	assert.Equal(t, 1, u.OpsInFlight(), "the refused op counts as in flight")
+	require.NoError(t, submitErr)
+	assert.ErrorIs(t, waitErr, ErrForeignThread)
+	assert.Equal(t, 1, u.OpsInFlight(), "a withdrawn op is not in flight")
 
 	d.Write(t, []byte("kept"))
 	b.Write(t, []byte("x"))
-	got := waitOps(t, u, 1, 2*time.Second) // this enter submits the NOP
-	require.Len(t, got, 1)
-	assert.Equal(t, OpResult{ID: 5, Result: 1}, got[0])
-	assert.Empty(t, waitOps(t, u, 1, 30*time.Millisecond), "the withdrawn op completed")
+	got := waitOps(t, u, 2, 2*time.Second) // this enter submits the NOP
+	require.Len(t, got, 2)
+	assert.ElementsMatch(t, []OpResult{{ID: 5, Result: 1}, {ID: 6, Result: -int64(unix.EAGAIN)}}, got)
+	assert.Empty(t, waitOps(t, u, 1, 30*time.Millisecond), "a second completion")
 	n, err := unix.Read(c.FD(), other)
 	require.NoError(t, err)
 	assert.Equal(t, "kept", string(other[:n]), "the withdrawn op read the data")
