@@ -92,6 +92,9 @@ class TestInterrupts < Minitest::Test
   def test_default_int_raises_interrupt_out_of_the_loop
     out, status = ruby_subprocess(<<~RUBY)
       require "farce"
+      # Ruby's own handler, even when SIGINT came in ignored (a shell hands
+      # it down ignored to what it starts in the background with `&`)
+      trap(:INT, "DEFAULT")
       begin
         Farce.run(backend: :#{backend}) do
           Thread.new { sleep 0.1; Process.kill(:INT, Process.pid) }
