@@ -309,7 +309,7 @@ func (u *URing) wait(buf []Event, timeout time.Duration) (int, error) {
 			return 0, err
 		}
 		m, _ := u.reap(buf[n:])
-		return n + m, nil
+		return n + m + u.runLocalWork(buf[n+m:]), nil
 	}
 	enterFlags := uint32(uringEnterGetEvents)
 	if timeout > 0 {
@@ -329,7 +329,27 @@ func (u *URing) wait(buf []Event, timeout time.Duration) (int, error) {
 		return 0, err // EINTR included: the caller decides
 	}
 	m, _ := u.reap(buf)
-	return m, nil
+	return m + u.runLocalWork(buf[m:]), nil
+}
+
+// runLocalWork enters again while the kernel still flags deferred
+// completion work (DEFER_TASKRUN rings): since Linux 6.11 an enter that asks
+// for no completion runs only a few of them (IO_LOCAL_TW_DEFAULT_MAX, 20)
+// and leaves the rest for the next enter, which a busy loop makes only
+// after it ran a whole batch of fibers. Under 1,000 connections that left
+// readable sockets unreported for several iterations (the slowest HTTP
+// requests took 100+ ms, against 30 ms on epoll). Bounded, and it stops
+// once buf is full: the rest waits in the CQ for the next Wait.
+func (u *URing) runLocalWork(buf []Event) int {
+	n := 0
+	for i := 0; i < 64 && n < len(buf) && u.ring.flags()&uringSQTaskrun != 0; i++ {
+		if _, err := u.enter(0, 0, uringEnterGetEvents); err != nil && !benignEnterErr(err) {
+			break
+		}
+		m, _ := u.reap(buf[n:])
+		n += m
+	}
+	return n
 }
 
 // benignEnterErr: results of io_uring_enter after which reaping is right.
