@@ -62,11 +62,11 @@ static struct frame_answer {
     int nonblock;
 } frame_cache[FRAME_CACHE];
 
-static void frame_keeper_mark(void *unused)
+static void frame_keeper_mark(void *cache)
 {
-    (void)unused;
+    struct frame_answer *c = cache;
     for (int i = 0; i < FRAME_CACHE; i++)
-        if (frame_cache[i].frame) rb_gc_mark(frame_cache[i].frame);
+        if (c[i].frame) rb_gc_mark(c[i].frame);
 }
 
 static const rb_data_type_t frame_keeper_type = {
@@ -107,7 +107,8 @@ static ID id_locked_p;
 void farce_io_transfer_init(void)
 {
     id_locked_p = rb_intern("locked?");
-    rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &frame_keeper_type, NULL));
+    /* not NULL: Ruby calls no mark function for a data object without data */
+    rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &frame_keeper_type, frame_cache));
 }
 
 /* Whether reads and writes on f go through completion operations: the core
