@@ -26,6 +26,32 @@ module FarceTestHelper
     skip "the Ruby core (FARCE_BACKEND=ruby) #{why}" if ruby_core?
   end
 
+  # The backends a test that covers several runs on: the one FARCE_BACKEND
+  # names (when it is in `all`), else all of them; those this system lacks
+  # are left out.
+  def backends_under_test(all)
+    named = ENV["FARCE_BACKEND"]
+    wanted = named && named != "auto" ? [named.to_sym] & all : all
+    wanted.select { |b| backend_available?(b) }
+  end
+
+  BACKENDS_AVAILABLE = {} # rubocop:disable Style/MutableConstant
+
+  # Whether Farce::Scheduler.new(backend: name) works here (asked once per
+  # process, in a child: a kernel without io_uring must not fail the suite).
+  def backend_available?(name)
+    return true if name == :ruby
+    return BACKENDS_AVAILABLE[name] if BACKENDS_AVAILABLE.key?(name)
+
+    out, = ruby_subprocess(<<~RUBY, timeout: 30)
+      require "farce"
+      s = Farce::Scheduler.new(backend: :#{name}) rescue (puts "no"; exit)
+      puts s.backend == :#{name} ? "yes" : "no"
+      s.close
+    RUBY
+    BACKENDS_AVAILABLE[name] = out.include?("yes")
+  end
+
   def farce(**options, &block)
     Farce.run(backend: backend, **options, &block)
   end

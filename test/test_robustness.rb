@@ -14,21 +14,7 @@ class TestRobustness < Minitest::Test
   # The backends a test covers: the one FARCE_BACKEND names, else all of
   # them (those this kernel lacks are left out).
   def backends(only = ALL_BACKENDS)
-    wanted = ENV["FARCE_BACKEND"] && ENV["FARCE_BACKEND"] != "auto" ? [ENV["FARCE_BACKEND"].to_sym] : ALL_BACKENDS
-    (wanted & only).select { |b| available?(b) }
-  end
-
-  def available?(name)
-    @available ||= {}
-    return @available[name] if @available.key?(name)
-
-    out, = ruby_subprocess(<<~RUBY, timeout: 30)
-      require "farce"
-      s = Farce::Scheduler.new(backend: :#{name}) rescue (puts "no"; exit)
-      puts s.backend == :#{name} ? "yes" : "no"
-      s.close
-    RUBY
-    @available[name] = out.include?("yes")
+    backends_under_test(only)
   end
 
   def each_backend(only = ALL_BACKENDS)

@@ -14,23 +14,7 @@ class TestUnwind < Minitest::Test
   BUG = /\[BUG\]|unexpected THREAD_KILLED|Aborted|core dumped/
 
   def backends
-    wanted = ENV["FARCE_BACKEND"] && ENV["FARCE_BACKEND"] != "auto" ? [ENV["FARCE_BACKEND"].to_sym] : ALL_BACKENDS
-    wanted.select { |b| available?(b) }
-  end
-
-  def available?(name)
-    return true if name == :ruby
-
-    @@available ||= {} # rubocop:disable Style/ClassVars
-    return @@available[name] if @@available.key?(name)
-
-    out, = ruby_subprocess(<<~RUBY, timeout: 30)
-      require "farce"
-      s = Farce::Scheduler.new(backend: :#{name}) rescue (puts "no"; exit)
-      puts s.backend == :#{name} ? "yes" : "no"
-      s.close
-    RUBY
-    @@available[name] = out.include?("yes")
+    backends_under_test(ALL_BACKENDS)
   end
 
   # Runs code (with BACKEND set) in a child per backend; yields its output

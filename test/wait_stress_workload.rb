@@ -220,15 +220,21 @@ module WaitStress
       close_all(r, w)
     end
 
+    # A timed wait that nothing ends (the block makes it, given its
+    # timeout): it returns nil, and not before its time.
+    def check_times_out(sc, rng, step, call, situation)
+      t = 0.001 + rng.rand * 0.01
+      t0 = now
+      sc.step = step
+      res = yield t
+      check(sc, res.nil?, "#{call}(#{t}) #{situation} returned #{res.inspect}")
+      check(sc, now - t0 >= t * 0.99, "#{call}(#{t}) returned after #{now - t0}")
+    end
+
     # A timed descriptor wait with nothing to read ends with nil, not early.
     def timed_wait_expires(sc, rng)
       r, w = pair(rng)
-      t = 0.001 + rng.rand * 0.01
-      t0 = now
-      sc.step = :wait
-      res = r.wait_readable(t)
-      check(sc, res.nil?, "wait_readable(#{t}) with nothing to read returned #{res.inspect}")
-      check(sc, now - t0 >= t * 0.99, "wait_readable(#{t}) returned after #{now - t0}")
+      check_times_out(sc, rng, :wait, "wait_readable", "with nothing to read") { |t| r.wait_readable(t) }
     ensure
       close_all(r, w)
     end
@@ -251,12 +257,7 @@ module WaitStress
     def wait_writable_expires(sc, rng)
       r, w = pair(rng)
       fill(w)
-      t = 0.001 + rng.rand * 0.01
-      t0 = now
-      sc.step = :wait
-      res = w.wait_writable(t)
-      check(sc, res.nil?, "wait_writable(#{t}) on a full buffer returned #{res.inspect}")
-      check(sc, now - t0 >= t * 0.99, "wait_writable(#{t}) returned after #{now - t0}")
+      check_times_out(sc, rng, :wait, "wait_writable", "on a full buffer") { |t| w.wait_writable(t) }
     ensure
       close_all(r, w)
     end
@@ -341,12 +342,7 @@ module WaitStress
       return sleep_timed(sc, rng) unless RUBY_32
 
       q = Queue.new
-      t = 0.001 + rng.rand * 0.01
-      t0 = now
-      sc.step = :pop
-      item = q.pop(timeout: t)
-      check(sc, item.nil?, "pop(timeout:) of an empty queue returned #{item.inspect}")
-      check(sc, now - t0 >= t * 0.99, "pop(timeout: #{t}) returned after #{now - t0}")
+      check_times_out(sc, rng, :pop, "pop(timeout:)", "of an empty queue") { |t| q.pop(timeout: t) }
     end
 
     # Fibers increment a counter under a Mutex with waits inside.

@@ -14,18 +14,12 @@ require "minitest/autorun"
 require "tempfile"
 require "net/http"
 
-ASYNC_MISSING =
-  begin
-    require "async"
-    require "async/queue"
-    require "async/semaphore"
-    require "async/http/client"
-    require "async/http/internet"
-    require_relative "../../examples/async_http_app" # requires farce/io_event
-    nil
-  rescue LoadError => e
-    "Async/io-event/async-http not available on Ruby #{RUBY_VERSION} (#{e.message})"
-  end
+require_relative "libraries"
+
+ASYNC_MISSING = IOEventTestLibraries.missing(
+  "Async/io-event/async-http", "async", "async/queue", "async/semaphore", "async/http/client", "async/http/internet",
+  File.expand_path("../../examples/async_http_app", __dir__) # requires farce/io_event
+)
 warn "test_async_on_farce: skipping: #{ASYNC_MISSING}" if ASYNC_MISSING
 
 module AsyncSelectorTests

@@ -8,14 +8,9 @@ $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
 require "minitest/autorun"
 require "rbconfig"
 
-ASYNC_STALL_MISSING =
-  begin
-    require "async"
-    require "io/event"
-    nil
-  rescue LoadError => e
-    "Async/io-event not available on Ruby #{RUBY_VERSION} (#{e.message})"
-  end
+require_relative "libraries"
+
+ASYNC_STALL_MISSING = IOEventTestLibraries.missing("Async/io-event", "async", "io/event")
 
 class TestAsyncStall < Minitest::Test
   LIB = File.expand_path("../../lib", __dir__)

@@ -10,15 +10,9 @@
 #
 # Needs Async and io-event (.ci/sid-run ruby -Ilib -Itest test/io_event/test_async_unwind.rb).
 require_relative "../test_helper"
+require_relative "libraries"
 
-ASYNC_UNWIND_MISSING =
-  begin
-    require "async"
-    require "io/event"
-    nil
-  rescue LoadError => e
-    "Async/io-event not available on Ruby #{RUBY_VERSION} (#{e.message})"
-  end
+ASYNC_UNWIND_MISSING = IOEventTestLibraries.missing("Async/io-event", "async", "io/event")
 
 class TestAsyncUnwind < Minitest::Test
   def test_thread_kill_with_tasks_parked_in_mutex_queue_and_sleep

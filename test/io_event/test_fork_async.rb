@@ -13,15 +13,9 @@ require "minitest/autorun"
 require "net/http"
 require "rbconfig"
 
-ASYNC_FORK_MISSING =
-  begin
-    require "async"
-    require "async/http/server"
-    require "async/http/endpoint"
-    nil
-  rescue LoadError => e
-    "Async/async-http not available on Ruby #{RUBY_VERSION} (#{e.message})"
-  end
+require_relative "libraries"
+
+ASYNC_FORK_MISSING = IOEventTestLibraries.missing("Async/async-http", "async", "async/http/server", "async/http/endpoint")
 
 class TestForkAsyncOnFarce < Minitest::Test
   WORKERS = 4

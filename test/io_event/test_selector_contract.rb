@@ -15,14 +15,9 @@
 $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
 require "minitest/autorun"
 
-IO_EVENT_MISSING =
-  begin
-    require "io/event"
-    require "farce/io_event"
-    nil
-  rescue LoadError => e
-    "io-event not available on Ruby #{RUBY_VERSION} (#{e.message})"
-  end
+require_relative "libraries"
+
+IO_EVENT_MISSING = IOEventTestLibraries.missing("io-event", "io/event", "farce/io_event")
 
 module SelectorContract
   def setup
