@@ -537,15 +537,17 @@ static VALUE sched_block(int argc, VALUE *argv, VALUE self)
     VALUE blocker = NIL_P(argv[0]) ? Qtrue : argv[0];
     /* untimed (Queue#pop, Mutex#lock): a reserved token, no call into Go;
      * the fiber must be able to park before it takes one */
-    if (tmo < 0 && farce_loop_can_park(&s->loop)) {
-        uint64_t token = farce_loop_defer_park(&s->loop);
-        if (token) return farce_loop_park_parkable(&s->loop, token, FARCE_WAIT_FIBER, blocker) == FARCE_RESULT_TIMED_OUT ? Qfalse : Qtrue;
+    uint64_t token = tmo < 0 && farce_loop_can_park(&s->loop) ? farce_loop_defer_park(&s->loop) : 0;
+    int64_t result;
+    if (token) {
+        result = farce_loop_park_parkable(&s->loop, token, FARCE_WAIT_FIBER, blocker);
+    } else {
+        farce_stack_guard();
+        int64_t r = s->loop.core->park(s->loop.handle, tmo, &token);
+        if (r < 0) farce_loop_raise(&s->loop, r, "block");
+        result = farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, blocker); /* refuses a fiber that cannot park */
     }
-    uint64_t token = 0;
-    farce_stack_guard();
-    int64_t r = s->loop.core->park(s->loop.handle, tmo, &token);
-    if (r < 0) farce_loop_raise(&s->loop, r, "block");
-    return farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, blocker) == FARCE_RESULT_TIMED_OUT ? Qfalse : Qtrue;
+    return result == FARCE_RESULT_TIMED_OUT ? Qfalse : Qtrue;
 }
 
 /* call-seq: unblock(blocker, fiber) -> nil

@@ -72,7 +72,7 @@ static void refuse_unparkable(farce_loop *l, uint64_t token, const char *what)
 }
 
 /* farce_loop_park once the caller knows the fiber can park. */
-static int64_t park_checked(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
+int64_t farce_loop_park_parkable(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
 {
     VALUE fiber = rb_fiber_current();
     farce_wait *e = farce_loop_wait_at(l, farce_token_slot(token));
@@ -98,11 +98,6 @@ static int64_t park_checked(farce_loop *l, uint64_t token, enum farce_wait_kind 
     return FIXNUM_P(result) ? FIX2LONG(result) : FARCE_RESULT_WOKEN;
 }
 
-int64_t farce_loop_park_parkable(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
-{
-    return park_checked(l, token, kind, extra);
-}
-
 /* Takes a reserved token and notes the wait the next poll starts on it. */
 static uint64_t defer_wait(farce_loop *l, int fd, uint32_t events, int known)
 {
@@ -122,7 +117,7 @@ uint64_t farce_loop_defer_park(farce_loop *l) { return defer_wait(l, -1, 0, 0); 
 int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind, VALUE extra)
 {
     refuse_unparkable(l, token, kind == FARCE_WAIT_FIBER && extra != Qundef ? "block" : "a wait");
-    return park_checked(l, token, kind, extra);
+    return farce_loop_park_parkable(l, token, kind, extra);
 }
 
 /* States of a completion operation, from this side:
@@ -215,39 +210,35 @@ int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeo
 {
     if (RB_UNLIKELY(!farce_loop_can_park(l))) return wait_fd_blocking(fd, events, timeout_ns);
     farce_loop_start(l, NULL);
-    uint64_t deferred = timeout_ns < 0 && known != FARCE_KNOWN_UNKNOWN ? defer_wait(l, fd, events, known) : 0;
-    if (deferred) {
-        /* Park at once on a reserved token; the next poll starts the wait
-         * before it asks the kernel (farce_poll_batch), and hands it out
-         * in that same poll when the descriptor is ready by then. The
-         * result is the same as below, without a call into Go: a fiber
-         * waits after a read or write said EAGAIN (or a short read), so
-         * its descriptor is rarely ready at once. Only waits without a
-         * timeout (its clock would start late) and without a probe
-         * (UNKNOWN: io_wait asks the kernel first). */
-        int64_t result = park_checked(l, deferred, FARCE_WAIT_FD, Qundef);
-        if (result == FARCE_RESULT_CLOSED) rb_raise(rb_eIOError, "closed stream");
-        return result;
-    }
-    farce_stack_guard();
-    uint64_t token = 0;
-    int64_t r = l->core->wait_fd(l->handle, fd, events, timeout_ns, known, &token);
-    if (r < 0) farce_loop_raise(l, r, "wait on descriptor");
+    /* Park at once on a reserved token; the next poll starts the wait
+     * before it asks the kernel (farce_poll_batch), and hands it out in
+     * that same poll when the descriptor is ready by then. The result is
+     * the same as below, without a call into Go: a fiber waits after a
+     * read or write said EAGAIN (or a short read), so its descriptor is
+     * rarely ready at once. Only waits without a timeout (its clock would
+     * start late) and without a probe (UNKNOWN: io_wait asks the kernel
+     * first). */
+    uint64_t token = timeout_ns < 0 && known != FARCE_KNOWN_UNKNOWN ? defer_wait(l, fd, events, known) : 0;
     VALUE ready = Qundef;
-    if (r > 0) {
-        if (!l->front->suspend_when_ready) return r;
-        /* park anyway, on a wait that finishes at the next poll, and
-         * resume with these events from there (farce_loop_next) */
-        int64_t y = l->core->yield(l->handle, &token);
-        if (y < 0) farce_loop_raise(l, y, "wait on descriptor");
-        ready = LONG2FIX((long)r);
-    } else if (timeout_ns == 0) {
-        l->core->cancel(l->handle, token);
-        return 0;
+    if (!token) {
+        farce_stack_guard();
+        int64_t r = l->core->wait_fd(l->handle, fd, events, timeout_ns, known, &token);
+        if (r < 0) farce_loop_raise(l, r, "wait on descriptor");
+        if (r > 0) {
+            if (!l->front->suspend_when_ready) return r;
+            /* park anyway, on a wait that finishes at the next poll, and
+             * resume with these events from there (farce_loop_next) */
+            int64_t y = l->core->yield(l->handle, &token);
+            if (y < 0) farce_loop_raise(l, y, "wait on descriptor");
+            ready = LONG2FIX((long)r);
+        } else if (timeout_ns == 0) {
+            l->core->cancel(l->handle, token);
+            return 0;
+        }
     }
     /* can_park was asked on entry (nothing since switched fibers): one
      * Ruby lookup of the current scheduler per wait, not two */
-    int64_t result = park_checked(l, token, FARCE_WAIT_FD, ready);
+    int64_t result = farce_loop_park_parkable(l, token, FARCE_WAIT_FD, ready);
     if (result == FARCE_RESULT_CLOSED) rb_raise(rb_eIOError, "closed stream");
     return result;
 }
