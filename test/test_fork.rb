@@ -42,7 +42,7 @@ class TestFork < Minitest::Test
     assert_match(%r{workers ok: 10/10}, out)
   end
 
-  WORKLOAD = File.expand_path("fork_workload.rb", __dir__)
+  WORKLOAD = File.expand_path("support/fork_workload.rb", __dir__)
 
   def test_child_of_a_started_runtime_gets_an_inert_inherited_scheduler_and_a_fresh_core
     skip_on_ruby_core "starts no Go runtime (test_ruby_core.rb covers its fork)"

@@ -2,14 +2,14 @@
 
 require_relative "test_helper"
 
-# The loop's wait paths under many interleavings: test/wait_stress_workload.rb,
+# The loop's wait paths under many interleavings: test/support/wait_stress_workload.rb,
 # a seeded random mix of descriptor waits, untimed and timed parks, wakes from
 # the loop's thread and from others, and every way of leaving a wait early,
 # runs in a child process with a hard deadline, on the backend FARCE_BACKEND
 # names (rake test runs the suite once per backend). Then the bugs that
 # workload found, each pinned by a test of its own.
 class TestWaitStress < Minitest::Test
-  WORKLOAD = File.expand_path("wait_stress_workload.rb", __dir__)
+  WORKLOAD = File.expand_path("support/wait_stress_workload.rb", __dir__)
 
   # FARCE_STRESS_SEED=n replays one seed; FARCE_STRESS_SEEDS (default 1)
   # random seeds per run and FARCE_STRESS_SCENARIOS (default 1500) scale it
