@@ -35,6 +35,26 @@ module FarceTestHelper
     wanted.select { |b| backend_available?(b) }
   end
 
+  # The backends of the Go core; a test that covers several runs on these
+  # unless it names its own.
+  NATIVE_BACKENDS = %i[epoll poll io_uring].freeze
+
+  # Yields each backend of `only` under test (backends_under_test); skips
+  # the test when none is available or selected.
+  def each_backend(only = NATIVE_BACKENDS)
+    list = backends_under_test(only)
+    skip "none of #{only.inspect} available or selected" if list.empty?
+    list.each { |b| yield b }
+  end
+
+  def needs_ruby(version)
+    skip "needs Ruby #{version}+" if Gem::Version.new(RUBY_VERSION) < Gem::Version.new(version)
+  end
+
+  # For child scripts that call the io_read hook by hand: it takes an offset
+  # from Ruby 3.2 on (`s.io_read(r, buffer, 1, *OFFSET)`).
+  OFFSET_DEFINITION = 'OFFSET = RUBY_VERSION >= "3.2" ? [0] : []'
+
   BACKENDS_AVAILABLE = {} # rubocop:disable Style/MutableConstant
 
   # Whether Farce::Scheduler.new(backend: name) works here (asked once per
@@ -54,6 +74,14 @@ module FarceTestHelper
 
   def farce(**options, &block)
     Farce.run(backend: backend, **options, &block)
+  end
+
+  # Farce.run on the named backend, the block given the scheduler; a hang
+  # fails after 30 seconds.
+  def farce_on(name, &block)
+    Timeout.timeout(30) do
+      Farce.run(backend: name) { block.call(Fiber.scheduler) }
+    end
   end
 
   def monotonic
