@@ -3,7 +3,7 @@
 require_relative "test_helper"
 
 # Faults, load and storms. Figures are printed (FARCE_REPORT=1) so that the
-# README's reliability table can quote them; assertions are about what was
+# reliability table (docs/reliability.md) can quote them; assertions are about what was
 # lost (nothing) and generous bounds that only catch hangs.
 class TestReliability < Minitest::Test
   def report(line)
