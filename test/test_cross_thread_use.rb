@@ -91,39 +91,8 @@ class TestCrossThreadUse < Minitest::Test
   # the loop, which releases the core at its next select.
   def test_selector_hooks_off_the_owner_thread_raise
     each_backend do |b|
-      out, status = ruby_subprocess(<<~RUBY, timeout: 20, env: { "FARCE_BACKEND" => b.to_s })
-        require "farce"
-        $stdout.sync = true
-        sel = nil
-        r, w = IO.pipe
-        waiting = Queue.new
-        t = Thread.new do
-          loop_fiber = Fiber.current
-          sel = Farce::IOEventSelector.new(loop_fiber)
-          Fiber.new { sel.io_wait(Fiber.current, r, IO::READABLE); loop_fiber.transfer }.transfer
-          waiting << true
-          sel.select(0.05) until sel.closed?
-          :loop_ended
-        end
-        waiting.pop
-        results = {}
-        { io_wait: -> { sel.io_wait(Fiber.current, r, IO::READABLE) },
-          io_read: -> { sel.io_read(Fiber.current, r, IO::Buffer.new(4), 1, 0) } }.each do |name, call|
-          call.call
-          results[name] = "returned"
-        rescue Farce::Error
-          results[name] = "Farce::Error"
-        rescue StandardError => e
-          results[name] = e.class.name
-        end
-        sel.stats # allowed from any thread
-        sel.wakeup
-        sel.close
-        results[:loop] = t.join(5) ? t.value : "still running"
-        results[:closed] = sel.closed?
-        puts results.map { |k, v| "\#{k}=\#{v}" }.join(" ")
-        exit!(0)
-      RUBY
+      out, status = ruby_subprocess(child_script("selector_hooks_off_the_owner_thread"),
+                                    timeout: 20, env: { "FARCE_BACKEND" => b.to_s })
       assert status.success?, "#{b}: #{out}"
       assert_match(/io_wait=Farce::Error io_read=Farce::Error loop=loop_ended closed=true/, out, b)
     end

@@ -88,6 +88,16 @@ module FarceTestHelper
     Process.clock_gettime(Process::CLOCK_MONOTONIC)
   end
 
+  SCRIPTS = File.expand_path("scripts", __dir__)
+
+  # The child script test/scripts/NAME.rb as code for ruby_subprocess, after
+  # a constant for each parameter: child_script("x", BACKEND: :epoll) starts
+  # with `BACKEND = :epoll`.
+  def child_script(name, **parameters)
+    parameters.map { |constant, value| "#{constant} = #{value.inspect}\n" }.join +
+      File.read(File.join(SCRIPTS, "#{name}.rb"))
+  end
+
   # Runs Ruby code in a child process with farce on the load path; returns
   # [stdout+stderr, status]. A hang fails after `timeout` seconds.
   def ruby_subprocess(code, timeout: 30, env: {})
