@@ -117,6 +117,13 @@ struct farce_loop {
     int batch_pos, batch_len;
 
     volatile int in_kernel_wait; /* a wakeup from another thread must write wake_fd */
+    /* A wakeup from another thread (the selector's push + wakeup) came while
+     * the loop was not in its kernel wait: the next poll must not wait. Set
+     * and read with the GVL held; the front end clears it right before it
+     * looks at its ready work (sel_select), the poll when it skips a wait
+     * for it. Ruby code the loop runs between the two (a WeakMap lookup in
+     * the close scan) may let the waking thread run there. */
+    volatile int wake_pending;
     int running;                 /* the front end's loop runs (it owns the thread's attention) */
     double idle_duration;        /* seconds the last blocking poll slept in the kernel */
     long ops_submitted;          /* completion operations started (stats) */
