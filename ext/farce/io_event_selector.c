@@ -85,7 +85,7 @@ static long dispatch(farce_loop *l)
 /* Anything but the loop fiber can transfer to the loop and be transferred back. */
 static int can_park(VALUE self) { return rb_fiber_current() != ((farce_selector *)rb_check_typeddata(self, &sel_type))->loop_fiber; }
 
-static void give_turn(farce_loop *l);
+static int give_turn(farce_loop *l);
 
 static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1, can_park, give_turn};
 
@@ -369,11 +369,12 @@ static VALUE switch_queued(VALUE self, enum switch_kind kind, VALUE target, int 
 /* The running fiber held the loop past its turn budget (loop_core.c): it
  * goes on the ready list and transfers to the loop fiber, as `yield` does;
  * the next select transfers back. Not from the loop fiber itself. */
-static void give_turn(farce_loop *l)
+static int give_turn(farce_loop *l)
 {
     farce_selector *s = (farce_selector *)l;
-    if (NIL_P(s->loop_fiber) || rb_fiber_current() == s->loop_fiber) return;
+    if (NIL_P(s->loop_fiber) || rb_fiber_current() == s->loop_fiber) return 0;
     switch_queued(l->owner, SWITCH_TO_LOOP, s->loop_fiber, 0, NULL);
+    return 1;
 }
 
 /* call-seq: turn_budget -> seconds or nil (none) */

@@ -400,8 +400,7 @@ void farce_loop_wake(farce_loop *l, uint64_t token)
  */
 void farce_loop_give_turn_done(farce_loop *l)
 {
-    l->turns_given++;
-    l->front->give_turn(l);
+    if (l->front->give_turn(l)) l->turns_given++;
     /* where the front end could not give one (see its give_turn), the
      * check stays quiet for another budget */
     farce_loop_turn_begins(l);

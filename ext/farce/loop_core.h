@@ -83,8 +83,11 @@ typedef struct {
     int (*can_park)(VALUE owner);
     /* Gives the loop a turn because the running fiber held it past the turn
      * budget (farce_loop_turn_check): the fiber is queued as ready and the
-     * loop runs an iteration before it continues. */
-    void (*give_turn)(farce_loop *l);
+     * loop runs an iteration before it continues. Returns 0 when the
+     * current fiber cannot give one (it cannot park: the thread's own
+     * fiber, the selector's loop fiber, a fiber resumed inside another's
+     * turn): it goes on, and nothing else runs meanwhile. */
+    int (*give_turn)(farce_loop *l);
 } farce_front_end;
 
 struct farce_loop {

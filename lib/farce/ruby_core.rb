@@ -204,8 +204,7 @@ module Farce
 
     # Called where a hook would go on without blocking (Fiber.schedule, a
     # read or write that moved data): past the budget, a fiber of ours
-    # yields (the loop resumes it after one iteration); the thread's own
-    # fiber, outside `run`, runs one iteration itself without waiting.
+    # yields (the loop resumes it after one iteration); any other goes on.
     def turn_check
       if Thread.current != @thread
         # an idle loop moves to the thread that uses it (the native core's
@@ -219,17 +218,21 @@ module Farce
       budget = @turn_budget
       return nil unless budget && monotonic - @turn_started >= budget && !closed?
 
-      @turns_given += 1
-      if !Fiber.blocking?
+      # A fiber that cannot park gets no turn: the thread's own fiber outside
+      # `run` never runs the loop itself (Ruby's order: scheduled fibers run
+      # once the thread reaches run or close; see the native give_turn).
+      if parkable?
+        @turns_given += 1
         park(Wait.new(Fiber.current), :after_poll)
-      elsif !@running
-        @iterations += 1
-        drain_inbox
-        wait_for_events(poll_only: true)
-        resume_ready
       end
       @turn_started = monotonic
       nil
+    end
+
+    # Fiber.schedule's first resume of a new fiber: its turn until it first
+    # parks or ends (the native __start).
+    def start(fiber)
+      in_turn(fiber) { fiber.resume }
     end
 
     # ---- stall detection (the native core's is ext/farce/stall.c) ----------
@@ -263,7 +266,7 @@ module Farce
       duration = interval(timeout)
       raise IOError, "closed stream" if io.closed?
 
-      if duration == 0 || Fiber.blocking? # a blocking fiber cannot park: the thread waits (issue 13 item 3)
+      if duration == 0 || !parkable? # a fiber that cannot park: the thread waits (issue 13 item 3)
         got = ready_now(io, events, duration)
         return got.zero? ? false : got
       end
@@ -295,8 +298,8 @@ module Farce
       raise ArgumentError, "wrong number of arguments (given #{arguments.size}, expected 0..1)" if arguments.size > 1
 
       duration = arguments.empty? ? nil : interval(arguments[0])
-      if Fiber.blocking? # called by hand from a fiber that cannot park: the thread sleeps, as without a scheduler
-        duration ? sleep(duration) : sleep
+      unless parkable? # called by hand from a fiber that cannot park: the thread sleeps, as without a scheduler
+        blocking { duration ? sleep(duration) : sleep }
         return true
       end
       wait = Wait.new(Fiber.current, unblockable: true)
@@ -458,7 +461,7 @@ module Farce
 
         item, value = @ready.shift
         if item.is_a?(Alarm)
-          item.fiber.raise(*item.exception) if item.fiber.alive?
+          in_turn(item.fiber) { item.fiber.raise(*item.exception) } if item.fiber.alive?
           next
         end
         next unless item.state == :ready
@@ -468,7 +471,7 @@ module Farce
         @wakeups.record(monotonic - item.ready_at) if item.ready_at
         begin_turn(item.fiber)
         begin
-          item.fiber.resume(value) if item.fiber.alive?
+          in_turn(item.fiber) { item.fiber.resume(value) } if item.fiber.alive?
         ensure
           end_turn
         end
@@ -486,7 +489,7 @@ module Farce
         fiber, exception = @interrupts.shift
         next unless @waits.key?(fiber) && fiber.alive?
 
-        fiber.raise(exception)
+        in_turn(fiber) { fiber.raise(exception) }
         return unless @open
       end
     end
@@ -596,9 +599,10 @@ module Farce
     # as kernel_sleep(0) and yield are; :after_poll: resumed behind what the
     # next poll makes ready, a turn's).
     def park(wait, duration = nil)
-      if Fiber.blocking? # rubocop:disable Style/GuardClause
+      unless parkable? # rubocop:disable Style/GuardClause
         raise Farce::Error, "Farce::Scheduler#block called from a fiber that cannot wait in it (a blocking fiber, " \
-                            "e.g. the thread's root fiber): call it from a fiber the scheduler runs (Fiber.schedule)"
+                            "e.g. the thread's root fiber, or one resumed inside another fiber's turn, e.g. " \
+                            "Enumerator#next's): call it from a fiber the scheduler runs (Fiber.schedule)"
       end
       @waits[wait.fiber] = wait
       @parked += 1
@@ -719,6 +723,29 @@ module Farce
       got |= IO::WRITABLE unless ready[1].empty?
       got |= IO::PRIORITY unless ready[2].empty?
       got
+    end
+
+    # Runs the block (a resume of fiber by the loop or Fiber.schedule) as
+    # fiber's turn: see parkable?.
+    def in_turn(fiber)
+      previous = @turn_owner
+      @turn_owner = fiber
+      yield
+    ensure
+      @turn_owner = previous
+    end
+
+    # Whether the current fiber can park: it yields, which returns to whoever
+    # resumed it, so only the fiber whose turn it is (or any, outside the
+    # loop's turns) gets back to the loop that way. Another non-blocking
+    # fiber was resumed inside that turn (Enumerator#next's fiber, a
+    # Fiber.new resumed by the application): it waits with the thread, as a
+    # blocking fiber does (the native core's can_park, fiber_scheduler.c).
+    def parkable?
+      return false if Fiber.blocking?
+
+      owner = @turn_owner
+      owner.nil? || owner.equal?(Fiber.current) || !owner.alive?
     end
 
     # Runs the block in a blocking fiber: there, IO methods do their system
