@@ -34,12 +34,18 @@ class TestSchedulerCloseAtThreadExit < Minitest::Test
       ensure
         unwound = true
       end
-      mutex.lock # the thread's own fiber: Ruby raises (owned by a fiber of this thread)
+      # Ruby 3.2+ raises "deadlock; lock already owned by another fiber" from
+      # mutex.lock here (test_mutex_deadlock); 3.1 sleeps for ever: raise instead
+      raise ArgumentError, "the thread's own exception"
     end
-    error = assert_raises(ThreadError) do # Thread#join re-raises the thread's exception
+    error = assert_raises(ArgumentError) do # Thread#join re-raises the thread's exception
       thread.join(10) or flunk "the thread did not end: its scheduler ran a fiber parked for good"
     end
-    assert_match(/lock already owned by another fiber/, error.message)
+    assert_equal "the thread's own exception", error.message
+    # Ruby 3.1 does not close the scheduler of a thread that raised: the
+    # fibers are left as they are
+    return if RUBY_VERSION < "3.2"
+
     assert unwound, "the parked fiber's ensure clause did not run"
     assert scheduler.closed?
     refute mutex.locked?, "the unwound fiber left the mutex locked"

@@ -309,6 +309,9 @@ module Farce
 
     def block(blocker, timeout = nil)
       usable!
+      # a negative timeout times out at once, as without a scheduler (see the native block)
+      return @early_unblocks.delete(Fiber.current) ? true : false if timeout.is_a?(Numeric) && timeout.negative?
+
       duration = interval(timeout)
       park(Wait.new(Fiber.current, unblockable: true), duration) != :timed_out
     end
