@@ -86,8 +86,8 @@ class TestCrossThreadUse < Minitest::Test
   end
 
   # The selector: io_wait and io_read from a thread other than the
-  # selector's raise Farce::Error (io-event allows only wakeup from
-  # anywhere; stats is read-only); close from another thread is handed to
+  # selector's raise Farce::Error (io-event allows only push and wakeup from
+  # anywhere, test_selector_cross_thread.rb; stats is read-only); close from another thread is handed to
   # the loop, which releases the core at its next select.
   def test_selector_hooks_off_the_owner_thread_raise
     each_backend do |b|

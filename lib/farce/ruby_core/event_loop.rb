@@ -55,7 +55,7 @@ module Farce
 
         item, value = @ready.shift
         if item.is_a?(Alarm)
-          item.fiber.raise(*item.exception) if item.fiber.alive?
+          in_turn(item.fiber) { item.fiber.raise(*item.exception) } if item.fiber.alive?
           next
         end
         next unless item.state == :ready
@@ -65,7 +65,7 @@ module Farce
         @wakeups.record(monotonic - item.ready_at) if item.ready_at
         begin_turn(item.fiber)
         begin
-          item.fiber.resume(value) if item.fiber.alive?
+          in_turn(item.fiber) { item.fiber.resume(value) } if item.fiber.alive?
         ensure
           end_turn
         end
@@ -83,7 +83,7 @@ module Farce
         fiber, exception = @interrupts.shift
         next unless @waits.key?(fiber) && fiber.alive?
 
-        fiber.raise(exception)
+        in_turn(fiber) { fiber.raise(exception) }
         return unless @open
       end
     end

@@ -68,6 +68,7 @@ module Farce
 
       def __cancel_alarm(token) = (core = @ruby_core) ? core.cancel_alarm(token) : super
       def __turn_check = (core = @ruby_core) ? core.turn_check : super
+      def __start(fiber) = (core = @ruby_core) ? core.start(fiber) : super
       def __parked_fibers = (core = @ruby_core) ? core.parked_fibers : super
       def __unwind_turn = (core = @ruby_core) ? core.unwind_turn : super
       def __stall_threshold=(seconds)

@@ -14,9 +14,10 @@ module Farce
     # as kernel_sleep(0) and yield are; :after_poll: resumed behind what the
     # next poll makes ready, a turn's).
     def park(wait, duration = nil)
-      if Fiber.blocking? # rubocop:disable Style/GuardClause
+      unless parkable? # rubocop:disable Style/GuardClause
         raise Farce::Error, "Farce::Scheduler#block called from a fiber that cannot wait in it (a blocking fiber, " \
-                            "e.g. the thread's root fiber): call it from a fiber the scheduler runs (Fiber.schedule)"
+                            "e.g. the thread's root fiber, or one resumed inside another fiber's turn, e.g. " \
+                            "Enumerator#next's): call it from a fiber the scheduler runs (Fiber.schedule)"
       end
       @waits[wait.fiber] = wait
       @parked += 1

@@ -83,6 +83,29 @@ module Farce
       got
     end
 
+    # Runs the block (a resume of fiber by the loop or Fiber.schedule) as
+    # fiber's turn: see parkable?.
+    def in_turn(fiber)
+      previous = @turn_owner
+      @turn_owner = fiber
+      yield
+    ensure
+      @turn_owner = previous
+    end
+
+    # Whether the current fiber can park: it yields, which returns to whoever
+    # resumed it, so only the fiber whose turn it is (or any, outside the
+    # loop's turns) gets back to the loop that way. Another non-blocking
+    # fiber was resumed inside that turn (Enumerator#next's fiber, a
+    # Fiber.new resumed by the application): it waits with the thread, as a
+    # blocking fiber does (the native core's can_park, fiber_scheduler.c).
+    def parkable?
+      return false if Fiber.blocking?
+
+      owner = @turn_owner
+      owner.nil? || owner.equal?(Fiber.current) || !owner.alive?
+    end
+
     # Runs the block in a blocking fiber: there, IO methods do their system
     # calls themselves instead of calling this scheduler's hooks. One such
     # fiber is kept per thread and reused (a new fiber per call costs ~30x

@@ -11,8 +11,7 @@ module Farce
 
     # Called where a hook would go on without blocking (Fiber.schedule, a
     # read or write that moved data): past the budget, a fiber of ours
-    # yields (the loop resumes it after one iteration); the thread's own
-    # fiber, outside `run`, runs one iteration itself without waiting.
+    # yields (the loop resumes it after one iteration); any other goes on.
     def turn_check
       if Thread.current != @thread
         # an idle loop moves to the thread that uses it (the native core's
@@ -26,17 +25,21 @@ module Farce
       budget = @turn_budget
       return nil unless budget && monotonic - @turn_started >= budget && !closed?
 
-      @turns_given += 1
-      if !Fiber.blocking?
+      # A fiber that cannot park gets no turn: the thread's own fiber outside
+      # `run` never runs the loop itself (Ruby's order: scheduled fibers run
+      # once the thread reaches run or close; see the native give_turn).
+      if parkable?
+        @turns_given += 1
         park(Wait.new(Fiber.current), :after_poll)
-      elsif !@running
-        @iterations += 1
-        drain_inbox
-        wait_for_events(poll_only: true)
-        resume_ready
       end
       @turn_started = monotonic
       nil
+    end
+
+    # Fiber.schedule's first resume of a new fiber: its turn until it first
+    # parks or ends (the native __start).
+    def start(fiber)
+      in_turn(fiber) { fiber.resume }
     end
 
     private

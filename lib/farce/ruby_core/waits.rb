@@ -16,7 +16,7 @@ module Farce
       duration = interval(timeout)
       raise IOError, "closed stream" if io.closed?
 
-      if duration == 0 || Fiber.blocking? # a blocking fiber cannot park: the thread waits (issue 13 item 3)
+      if duration == 0 || !parkable? # a fiber that cannot park: the thread waits (issue 13 item 3)
         got = ready_now(io, events, duration)
         return got.zero? ? false : got
       end
@@ -35,8 +35,8 @@ module Farce
       raise ArgumentError, "wrong number of arguments (given #{arguments.size}, expected 0..1)" if arguments.size > 1
 
       duration = arguments.empty? ? nil : interval(arguments[0])
-      if Fiber.blocking? # called by hand from a fiber that cannot park: the thread sleeps, as without a scheduler
-        duration ? sleep(duration) : sleep
+      unless parkable? # called by hand from a fiber that cannot park: the thread sleeps, as without a scheduler
+        blocking { duration ? sleep(duration) : sleep }
         return true
       end
       wait = Wait.new(Fiber.current, unblockable: true)
@@ -46,6 +46,9 @@ module Farce
 
     def block(blocker, timeout = nil)
       usable!
+      # a negative timeout times out at once, as without a scheduler (see the native block)
+      return @early_unblocks.delete(Fiber.current) ? true : false if timeout.is_a?(Numeric) && timeout.negative?
+
       duration = interval(timeout)
       park(Wait.new(Fiber.current, unblockable: true), duration) != :timed_out
     end
