@@ -12,7 +12,7 @@ module PeerResults
     def bad? = !%w[passed skipped].include?(status)
 
     def describe
-      text = "#{name} (#{key}): #{status}"
+      text = name == key ? "#{key}: #{status}" : "#{name} (#{key}): #{status}"
       text += " after #{seconds.round(1)} s" if seconds && %w[failed errored hung].include?(status)
       text += ": #{detail}" unless detail.to_s.empty?
       text

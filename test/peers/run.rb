@@ -183,6 +183,23 @@ module PeerSuites
     two_runs("Falcon #{File.basename(dir)}", dir, [], logs, env: { "RUBYLIB" => falcon_rubylib(base) })
   end
 
+  # The Falcon serving check (falcon_serving.rb), under EPoll, then Farce.
+  def serving(base, logs)
+    require_relative "falcon_serving"
+    dir = folder(base, "falcon")
+    started = now
+    check = FalconServing.new(dir, falcon_rubylib(base), logs)
+    runs = { "EPoll" => { "IO_EVENT_SELECTOR" => "EPoll" },
+             "Farce" => { "IO_EVENT_SELECTOR" => "Farce", "RUBYOPT" => FARCE_OPT } }.to_h do |selector, env|
+      puts "-- falcon serve (#{File.basename(dir)}) under #{selector}"
+      run_started = now
+      tests = check.run(selector, env)
+      summary = PeerResults.counts(tests)
+      [selector, PeerResults::Run.new("falcon serve under #{selector}", tests, summary, nil, nil, now - run_started)]
+    end
+    outcome("Falcon serving check", runs["Farce"], runs["EPoll"], runs["Farce"].tests, runs["EPoll"].tests, now - started)
+  end
+
   def main(argv)
     base = ENV["FARCE_PEER_SUITES"].to_s
     if base.empty?
@@ -206,10 +223,9 @@ module PeerSuites
         report(o)
         failed << o.name unless o.comparison.ok? && o.problems.empty?
       when "serving"
-        started = now
-        ok = system(RbConfig.ruby, File.join(__dir__, "falcon_serving.rb"), falcon_rubylib(base), logs)
-        puts "== Falcon serving check: #{ok ? 'passed' : 'FAILED'} in #{(now - started).round} s"
-        failed << "the Falcon serving check" unless ok
+        o = serving(base, logs)
+        report(o)
+        failed << o.name unless o.comparison.ok? && o.problems.empty?
       else
         abort "test:peers: unknown part #{part} (io-event, async, falcon, serving)"
       end
