@@ -20,8 +20,9 @@
 # A test still running after FARCE_PEER_TEST_LIMIT seconds (default 15) gets
 # an exception raised into it (SIGUSR2, see sus_report.rb) and the suite goes
 # on; if it is still there 20 s later, the run is killed and the test named as
-# hung. Each suite also has a whole-run limit (FARCE_PEER_SUITE_LIMIT, default
-# 600 s). Output and reports stay in FARCE_PEER_LOGS (default tmp/peers/).
+# hung. Each run also has a whole-run limit (SUITE_LIMITS, or
+# FARCE_PEER_SUITE_LIMIT seconds for all). Output and reports stay in
+# FARCE_PEER_LOGS (default tmp/peers/).
 require "rbconfig"
 require "fileutils"
 require_relative "results"
@@ -31,7 +32,9 @@ module PeerSuites
   REPORTER = File.join(__dir__, "sus_report.rb")
   FARCE_OPT = "-I#{File.join(ROOT, 'lib')} -rfarce/io_event"
   TEST_LIMIT = Float(ENV.fetch("FARCE_PEER_TEST_LIMIT", "15"))
-  SUITE_LIMIT = Float(ENV.fetch("FARCE_PEER_SUITE_LIMIT", "600"))
+  # Whole-run limits, each about four times what a run takes under EPoll on
+  # 2 busy cores (io-event 3 s, Async 12 s, Falcon 100 s).
+  SUITE_LIMITS = { "io-event" => 120, "async" => 300, "falcon" => 400 }.freeze
   KILL_GRACE = 20
   # Async's suite without test/net (it needs the internet) and test/traces
   # (the traces backend's own tests), as the suites' README runs it.
@@ -50,7 +53,8 @@ module PeerSuites
 
   # Runs `sus ARGS` in DIR with ENV, watching the per-test report; returns a
   # PeerResults::Run.
-  def run_sus(label, dir, args, env, logs)
+  def run_sus(label, dir, args, env, logs, limit)
+    limit = Float(ENV.fetch("FARCE_PEER_SUITE_LIMIT", limit))
     slug = label.downcase.gsub(/[^a-z0-9]+/, "-")
     report = File.join(logs, "#{slug}.report")
     log = File.join(logs, "#{slug}.log")
@@ -85,8 +89,8 @@ module PeerSuites
         end
       end
       t = now
-      if t - started > SUITE_LIMIT
-        note = "killed: the whole run took over #{SUITE_LIMIT.to_i} s#{" (in #{current})" if current}"
+      if t - started > limit
+        note = "killed: the whole run took over #{limit.to_i} s#{" (in #{current})" if current}"
       elsif current && interrupted.nil? && t - since > TEST_LIMIT
         Process.kill(:USR2, pid)
         interrupted = t
@@ -152,23 +156,24 @@ module PeerSuites
     dir = folder(base, "io-event")
     started = now
     run = run_sus("io-event #{File.basename(dir)} (EPoll and Farce in one run)", dir, ["test/io/event/selector.rb"],
-                  { "RUBYOPT" => FARCE_OPT }, logs)
+                  { "RUBYOPT" => FARCE_OPT }, logs, SUITE_LIMITS["io-event"])
     # The suite's shared examples run once per selector class it finds
     # (EPoll, Select, URing when built, Farce, and io-event's Debug wrapper).
     farce, epoll = PeerResults.split(run.tests, farce: "Farce", epoll: "EPoll", others: %w[Select URing KQueue IOCP])
     outcome("io-event's selector suite", run, run, farce, epoll, now - started)
   end
 
-  def two_runs(name, dir, args, logs, env: {})
+  def two_runs(name, dir, args, logs, limit, env: {})
     started = now
-    epoll = run_sus("#{name} under EPoll", dir, args, env.merge("IO_EVENT_SELECTOR" => "EPoll"), logs)
-    farce = run_sus("#{name} under Farce", dir, args, env.merge("IO_EVENT_SELECTOR" => "Farce", "RUBYOPT" => FARCE_OPT), logs)
+    epoll = run_sus("#{name} under EPoll", dir, args, env.merge("IO_EVENT_SELECTOR" => "EPoll"), logs, limit)
+    farce = run_sus("#{name} under Farce", dir, args, env.merge("IO_EVENT_SELECTOR" => "Farce", "RUBYOPT" => FARCE_OPT),
+                    logs, limit)
     outcome("#{name}'s suite", farce, epoll, farce.tests, epoll.tests, now - started)
   end
 
   def async(base, logs)
     dir = folder(base, "async")
-    two_runs("Async #{File.basename(dir)}", dir, ASYNC_FILES, logs)
+    two_runs("Async #{File.basename(dir)}", dir, ASYNC_FILES, logs, SUITE_LIMITS["async"])
   end
 
   # Falcon and the two gems it needs that Debian lacks, on the load path of
@@ -180,7 +185,7 @@ module PeerSuites
 
   def falcon(base, logs)
     dir = folder(base, "falcon")
-    two_runs("Falcon #{File.basename(dir)}", dir, [], logs, env: { "RUBYLIB" => falcon_rubylib(base) })
+    two_runs("Falcon #{File.basename(dir)}", dir, [], logs, SUITE_LIMITS["falcon"], env: { "RUBYLIB" => falcon_rubylib(base) })
   end
 
   # The Falcon serving check (falcon_serving.rb), under EPoll, then Farce.
