@@ -124,7 +124,7 @@ module PeerSuites
     c = outcome.comparison
     puts "\n== #{outcome.name}: #{outcome.seconds.round} s"
     [outcome.epoll, outcome.farce].uniq.each do |run|
-      puts "  #{run.label}: #{run.summary || run.note}"
+      puts "  #{run.label} (#{run.seconds.round} s): #{run.summary || run.note}"
     end
     puts "  tests under EPoll: #{outcome.epoll_counts}; under Farce: #{outcome.farce_counts}"
     list = lambda do |title, items|
