@@ -61,7 +61,7 @@ module PeerSuites
     File.write(report, "")
     sus = Gem.bin_path("sus", "sus")
     started = now
-    pid = Process.spawn({ "FARCE_SUS_REPORT" => report, "CONSOLE_LEVEL" => "fatal" }.merge(env),
+    pid = Process.spawn({ "FARCE_SUS_REPORT" => report }.merge(env),
                         RbConfig.ruby, "-r", REPORTER, sus, *args,
                         chdir: dir, in: File::NULL, out: log, err: %i[child out], pgroup: true)
     note = nil
@@ -165,7 +165,8 @@ module PeerSuites
 
   def two_runs(name, dir, args, logs, limit, env: {})
     started = now
-    epoll = run_sus("#{name} under EPoll", dir, args, env.merge("IO_EVENT_SELECTOR" => "EPoll"), logs, limit)
+    # the baseline without farce loaded at all
+    epoll = run_sus("#{name} under EPoll", dir, args, env.merge("IO_EVENT_SELECTOR" => "EPoll", "RUBYOPT" => nil), logs, limit)
     farce = run_sus("#{name} under Farce", dir, args, env.merge("IO_EVENT_SELECTOR" => "Farce", "RUBYOPT" => FARCE_OPT),
                     logs, limit)
     outcome("#{name}'s suite", farce, epoll, farce.tests, epoll.tests, now - started)
@@ -194,7 +195,7 @@ module PeerSuites
     dir = folder(base, "falcon")
     started = now
     check = FalconServing.new(dir, falcon_rubylib(base), logs)
-    runs = { "EPoll" => { "IO_EVENT_SELECTOR" => "EPoll" },
+    runs = { "EPoll" => { "IO_EVENT_SELECTOR" => "EPoll", "RUBYOPT" => nil },
              "Farce" => { "IO_EVENT_SELECTOR" => "Farce", "RUBYOPT" => FARCE_OPT } }.to_h do |selector, env|
       puts "-- falcon serve (#{File.basename(dir)}) under #{selector}"
       run_started = now
