@@ -75,6 +75,9 @@ module PeerResults
   # The rest is listed: failing under both (version skew between the suites
   # and the installed Async/io-event, or the environment), passing under
   # Farce only, skipped under one only.
+  # Each list is named after where the tests fail: farce_only and
+  # epoll_only hold Tests (the failing side's), both and skip_differs hold
+  # [farce_test, epoll_test] pairs.
   Comparison = Struct.new(:farce_only, :both, :epoll_only, :skip_differs) do
     def ok? = farce_only.empty?
   end
