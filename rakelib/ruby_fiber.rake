@@ -27,7 +27,19 @@
 # for a Ruby it has just built farce for).
 
 RUBY_FIBER_RUBIES = %w[3.1 3.2 3.3 3.4 4.0 4.1].freeze
-RUBY_FIBER_CACHE = File.join(ENV.fetch("FARCE_CACHE", "/var/cache/farce"), "ruby-fiber")
+# Prints a Ruby's version as its labels show it: 4.1.0dev for a snapshot.
+RUBY_FIBER_VERSION = 'print RUBY_VERSION, (RUBY_PATCHLEVEL == -1 ? "dev" : "")'
+# Fetched sources are kept here (FARCE_CACHE, else /var/cache/farce when
+# writable, else tmp/cache in the checkout).
+def ruby_fiber_cache
+  base = ENV["FARCE_CACHE"] || begin
+    FileUtils.mkdir_p("/var/cache/farce")
+    File.writable?("/var/cache/farce") ? "/var/cache/farce" : File.join(ROOT, "tmp", "cache")
+  rescue SystemCallError
+    File.join(ROOT, "tmp", "cache")
+  end
+  File.join(base, "ruby-fiber")
+end
 
 # Why a Ruby's leg cannot run (printed, then skipped or failed).
 class RubyFiberSkip < StandardError; end
@@ -69,7 +81,7 @@ def ruby_fiber_source(version, kind, ruby_version)
     pkg = "ruby#{version}"
     root = kind == :sid ? ENV.fetch("SID_ROOT", "/opt/rubies/sid") : "/"
     script = File.join(ROOT, "test", "ruby_fiber", "debian-source")
-    out = IO.popen(["env", "FARCE_CACHE=#{File.dirname(RUBY_FIBER_CACHE)}", script, pkg, root], err: %i[child out], &:read)
+    out = IO.popen(["env", "FARCE_CACHE=#{File.dirname(ruby_fiber_cache)}", script, pkg, root], err: %i[child out], &:read)
     dir = out.lines.last&.strip
     raise RubyFiberSkip, "Debian's source of #{pkg} could not be fetched:\n#{out}" unless $?.success? && dir && File.directory?(dir)
 
@@ -84,12 +96,12 @@ def ruby_fiber_source(version, kind, ruby_version)
     end
     raise RubyFiberSkip, "no ruby-#{ruby_version}*.tar.* in #{src}" unless tarball
 
-    dir = File.join(RUBY_FIBER_CACHE, File.basename(tarball).sub(/\.tar\..*\z/, ""))
+    dir = File.join(ruby_fiber_cache, File.basename(tarball).sub(/\.tar\..*\z/, ""))
     unless File.exist?(File.join(dir, ".complete"))
       FileUtils.rm_rf(dir)
       FileUtils.mkdir_p(dir)
       sh "tar", "-xf", tarball, "-C", dir, "--strip-components=1", "--wildcards",
-         "*/test/fiber/*", "*/tool/lib/*", "*/tool/test/runner.rb", "*/tool/test/init.rb"
+         "*/test/fiber/*", "*/tool/lib/*", "*/tool/test/*.rb"
       File.write(File.join(dir, "SOURCE"), "#{File.basename(tarball)} (FARCE_RUBY_SRC)\n")
       FileUtils.touch(File.join(dir, ".complete"))
     end
@@ -143,7 +155,7 @@ end
 # Runs the suite on one Ruby (given by its command prefix, run from ROOT),
 # once per backend. Returns one result hash per backend (see run.rb).
 def ruby_fiber_leg(version, ruby, source, backends: nil, repeat: 1)
-  ruby_version = ruby_fiber_capture([*ruby, "-e", "print RUBY_VERSION"])
+  ruby_version = ruby_fiber_capture([*ruby, "-e", RUBY_FIBER_VERSION])
   tree = ruby_fiber_tree(version, source)
   backends ||= ENV["BACKENDS"]&.split || ruby_fiber_backends(ruby)
   puts "ruby_fiber: Ruby #{ruby_version}: tests from #{File.read(File.join(source, 'SOURCE')).strip}; backends #{backends.join(', ')}"
@@ -204,6 +216,7 @@ namespace :test do
     busy = Integer(ENV.fetch("RUBY_FIBER_BUSY", "0"))
     results = []
     skipped = {}
+    durations = {}
     go_modules = false
     with_busy_siblings(busy) do
       rubies.each do |version|
@@ -229,7 +242,8 @@ namespace :test do
           skipped[version] = e.message
           puts "ruby_fiber: Ruby #{version}: SKIPPED: #{e.message}"
         end
-        puts "ruby_fiber: Ruby #{version}: #{(Process.clock_gettime(Process::CLOCK_MONOTONIC) - started).round}s"
+        durations[version] = (Process.clock_gettime(Process::CLOCK_MONOTONIC) - started).round
+        puts "ruby_fiber: Ruby #{version}: #{durations[version]}s"
       end
     end
 
@@ -244,6 +258,7 @@ namespace :test do
       r["excluded"]&.each { |name, why| puts "         excluded: #{name} (#{why})" }
     end
     skipped.each { |version, why| puts "SKIPPED Ruby #{version}: #{why.lines.first.strip}" }
+    puts "time per Ruby (build, source, every run): #{durations.map { |v, t| "#{v} #{t}s" }.join(', ')}"
     bad = results.reject { |r| r["ok"] }
     abort "test:ruby_fiber: #{bad.size} run(s) failed" unless bad.empty?
     abort "test:ruby_fiber: Ruby #{skipped.keys.join(', ')} skipped (RUBY_FIBER_STRICT=1)" if strict && !skipped.empty?

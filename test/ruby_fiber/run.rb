@@ -48,7 +48,7 @@ end
 abort "usage: ruby #{$0} TREE [--label TEXT] [--timeout SECONDS] [--seed N]" unless tree && File.directory?(tree)
 tree = File.expand_path(tree)
 backend = ENV.fetch("FARCE_BACKEND", "auto")
-label ||= "Ruby #{RUBY_VERSION} #{backend}"
+label ||= "Ruby #{RUBY_VERSION}#{'dev' if RUBY_PATCHLEVEL == -1} #{backend}"
 seed ||= Random.new_seed % 65_536
 $stdout.sync = true
 
