@@ -26,6 +26,8 @@
 # Other tasks call ruby_fiber_leg(version, ruby_command) (e.g. test:rubies
 # for a Ruby it has just built farce for).
 
+require "json"
+
 RUBY_FIBER_RUBIES = %w[3.1 3.2 3.3 3.4 4.0 4.1].freeze
 # Prints a Ruby's version as its labels show it: 4.1.0dev for a snapshot.
 RUBY_FIBER_VERSION = 'print RUBY_VERSION, (RUBY_PATCHLEVEL == -1 ? "dev" : "")'
@@ -209,7 +211,6 @@ end
 namespace :test do
   desc "Ruby's own test/fiber against farce, each Ruby (RUBIES) x each backend + the Ruby core"
   task :ruby_fiber do
-    require "json"
     rubies = ENV["RUBY"] ? ["(RUBY)"] : ENV.fetch("RUBIES", RUBY_FIBER_RUBIES.join(" ")).split
     strict = ENV["RUBY_FIBER_STRICT"] == "1"
     repeat = Integer(ENV.fetch("RUBY_FIBER_REPEAT", "1"))

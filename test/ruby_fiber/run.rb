@@ -154,6 +154,7 @@ line << " (#{seconds.round(1)}s, seed #{seed})"
 puts
 stuck.each { |name, reason| puts "ruby_fiber: #{label}: FAILED #{name}: #{reason}" }
 failed.each { |name| puts "ruby_fiber: #{label}: FAILED #{name}" }
+puts "ruby_fiber: #{label}: FAILED: the harness exited unsuccessfully after its summary" if bad.zero? && !harness_ok
 puts "ruby_fiber: #{label}: #{line}"
 summary = { label: label, ruby: RUBY_VERSION, backend: backend, tests: tests, passed: passed,
             failures: counts[:failures], errors: counts[:errors], skips: counts[:skips],
