@@ -258,6 +258,13 @@ namespace :test do
       r["failed"].each { |name| puts "         failed: #{name}" }
       r["excluded"]&.each { |name, why| puts "         excluded: #{name} (#{why})" }
     end
+    if repeat > 1 # per Ruby and backend: how many rounds were clean, and what failed how often
+      results.group_by { |r| r["label"].sub(/ round .*/, "") }.each do |label, runs|
+        tally = runs.flat_map { |r| r["failed"] + r["hung"].keys + Array(r["broken"]) }.tally
+        puts format("%-26s %d of %d rounds passed%s", label, runs.count { |r| r["ok"] }, runs.size,
+                    tally.empty? ? "" : "; #{tally.map { |name, n| "#{name} x#{n}" }.join(', ')}")
+      end
+    end
     skipped.each { |version, why| puts "SKIPPED Ruby #{version}: #{why.lines.first.strip}" }
     puts "time per Ruby (build, source, every run): #{durations.map { |v, t| "#{v} #{t}s" }.join(', ')}"
     bad = results.reject { |r| r["ok"] }

@@ -146,6 +146,11 @@ seconds = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
 counts, failed, harness_ok = result
 tests = counts[:tests] + stuck.size
 bad = counts[:failures] + counts[:errors] + stuck.size
+# A file that fails to load, or a class the adapter lacks, would make the
+# harness run fewer tests without a failure: every test method the files
+# define must have run (or be excluded).
+defined = files.sum { |f| File.read(f).scan(/^\s*def (test_\w+)/).size }
+missing = defined - tests - excluded.size
 passed = tests - bad - counts[:skips]
 line = +"#{tests} tests, #{passed} passed, #{counts[:failures]} failures, #{counts[:errors]} errors, " \
         "#{counts[:skips]} skips, #{stuck.size} hung/crashed"
@@ -155,10 +160,11 @@ puts
 stuck.each { |name, reason| puts "ruby_fiber: #{label}: FAILED #{name}: #{reason}" }
 failed.each { |name| puts "ruby_fiber: #{label}: FAILED #{name}" }
 puts "ruby_fiber: #{label}: FAILED: the harness exited unsuccessfully after its summary" if bad.zero? && !harness_ok
+puts "ruby_fiber: #{label}: FAILED: the files define #{defined} tests, #{tests + excluded.size} ran or were excluded" if missing.positive?
 puts "ruby_fiber: #{label}: #{line}"
 summary = { label: label, ruby: RUBY_VERSION, backend: backend, tests: tests, passed: passed,
             failures: counts[:failures], errors: counts[:errors], skips: counts[:skips],
-            hung: stuck, failed: failed, excluded: excluded.transform_values(&:last),
+            hung: stuck, failed: failed, excluded: excluded.transform_values(&:last), defined: defined,
             seconds: seconds.round(1), seed: seed }
 puts "ruby_fiber-result: #{JSON.generate(summary)}"
-exit(bad.zero? && harness_ok ? 0 : 1)
+exit(bad.zero? && harness_ok && !missing.positive? ? 0 : 1)
