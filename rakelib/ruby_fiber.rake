@@ -10,11 +10,14 @@
 #
 #   3.1            the host's Ruby; source: Debian's ruby3.1 (apt-get source)
 #   3.3, 3.4       the sid chroot (.ci/sid-run); source: Debian's ruby3.3/ruby3.4
-#   3.2, 4.0, 4.1  $FARCE_RUBIES/VERSION/bin/ruby (default /opt/rubies, see
-#                  .ci/run); source: a ruby-X.Y.Z*.tar.* in $FARCE_RUBY_SRC
+#   3.2, 4.0, 4.1  $FARCE_RUBIES_PREFIX/X.Y/bin/ruby (default /opt/rubies);
+#                  source: a ruby-X.Y.Z*.tar.* in $FARCE_RUBY_SRC (.ci/run sets it)
+# Where test:rubies' ruby_runner (rakelib/rubies.rb, .ci/ruby-run) is
+# defined, each Ruby is reached and built through it instead.
 #
 # A Ruby that is not there, or whose source is not, is skipped with the
-# reason printed (RUBY_FIBER_STRICT=1 makes that a failure: CI sets it).
+# reason printed (RUBY_FIBER_STRICT=1 or FARCE_RUBIES_REQUIRED=1 makes that
+# a failure: CI sets them).
 #
 #   rake test:ruby_fiber                           # every Ruby present
 #   RUBIES="3.3 3.4" rake test:ruby_fiber
@@ -23,8 +26,7 @@
 #   RUBY_FIBER_BUSY=2 RUBY_FIBER_REPEAT=10 ...     # on a loaded machine (two CPU hogs), ten times over
 #   RUBY_FIBER_TEST_TIMEOUT=60                     # seconds before a test counts as hung
 #
-# Other tasks call ruby_fiber_leg(version, ruby_command) (e.g. test:rubies
-# for a Ruby it has just built farce for).
+# Other tasks may call ruby_fiber_leg(version, ruby_command, source_dir).
 
 require "json"
 
@@ -46,25 +48,33 @@ end
 # Why a Ruby's leg cannot run (printed, then skipped or failed).
 class RubyFiberSkip < StandardError; end
 
-# The command prefix that runs `version`'s ruby (run from ROOT), and how.
+# The command prefix that runs `version`'s ruby (run from ROOT), and what
+# it is: :host, :sid (Debian's Rubies), :runner (built through ruby_runner,
+# whose prefix also runs rake) or :path.
 def ruby_fiber_ruby(version)
+  sid = %w[3.3 3.4].include?(version)
   if ENV["RUBY"]
-    [[ENV["RUBY"]], :path]
+    return [[ENV["RUBY"]], :path]
   elsif version == RUBY_ABI
-    [[RbConfig.ruby], :host]
-  elsif %w[3.3 3.4].include?(version)
+    return [[RbConfig.ruby], :host]
+  elsif sid
     sid_root = ENV.fetch("SID_ROOT", "/opt/rubies/sid")
     unless File.executable?(File.join(sid_root, "usr", "bin", "ruby#{version}"))
       raise RubyFiberSkip, "no Ruby #{version} in #{sid_root} (.ci/sid-setup makes it)"
     end
-
-    [["env", "SID_RUBY=#{version}", SID_RUN, "ruby"], :sid]
-  else
-    path = File.join(ENV.fetch("FARCE_RUBIES", "/opt/rubies"), version, "bin", "ruby")
-    raise RubyFiberSkip, "no Ruby #{version} at #{path} (FARCE_RUBIES names the directory of prebuilt Rubies)" unless File.executable?(path)
-
-    [[path], :path]
   end
+  if respond_to?(:ruby_runner, true) # rakelib/rubies.rb: test:rubies' one way to each Ruby
+    why = ruby_unavailable(version)
+    raise RubyFiberSkip, why if why
+
+    return [[*ruby_runner(version), "ruby"], sid ? :sid : :runner]
+  end
+  return [["env", "SID_RUBY=#{version}", SID_RUN, "ruby"], :sid] if sid
+
+  path = File.join(ENV.fetch("FARCE_RUBIES_PREFIX", "/opt/rubies"), version, "bin", "ruby")
+  raise RubyFiberSkip, "no Ruby #{version} at #{path} (FARCE_RUBIES_PREFIX names where built Rubies live)" unless File.executable?(path)
+
+  [[path], :path]
 end
 
 def ruby_fiber_capture(cmd)
@@ -212,7 +222,7 @@ namespace :test do
   desc "Ruby's own test/fiber against farce, each Ruby (RUBIES) x each backend + the Ruby core"
   task :ruby_fiber do
     rubies = ENV["RUBY"] ? ["(RUBY)"] : ENV.fetch("RUBIES", RUBY_FIBER_RUBIES.join(" ")).split
-    strict = ENV["RUBY_FIBER_STRICT"] == "1"
+    strict = ENV["RUBY_FIBER_STRICT"] == "1" || ENV["FARCE_RUBIES_REQUIRED"] == "1"
     repeat = Integer(ENV.fetch("RUBY_FIBER_REPEAT", "1"))
     busy = Integer(ENV.fetch("RUBY_FIBER_BUSY", "0"))
     results = []
@@ -230,7 +240,7 @@ namespace :test do
           source = ruby_fiber_source(version, kind, ruby_version)
           case kind
           when :host then Rake::Task[:compile].invoke
-          when :sid
+          when :sid, :runner # the prefix that runs this Ruby's `ruby` runs its `rake` too
             unless go_modules
               sh "go", "mod", "download" # the chroot builds from the host's module cache
               go_modules = true
@@ -269,7 +279,7 @@ namespace :test do
     puts "time per Ruby (build, source, every run): #{durations.map { |v, t| "#{v} #{t}s" }.join(', ')}"
     bad = results.reject { |r| r["ok"] }
     abort "test:ruby_fiber: #{bad.size} run(s) failed" unless bad.empty?
-    abort "test:ruby_fiber: Ruby #{skipped.keys.join(', ')} skipped (RUBY_FIBER_STRICT=1)" if strict && !skipped.empty?
+    abort "test:ruby_fiber: Ruby #{skipped.keys.join(', ')} skipped (RUBY_FIBER_STRICT=1 or FARCE_RUBIES_REQUIRED=1)" if strict && !skipped.empty?
     abort "test:ruby_fiber: nothing ran" if results.empty?
     puts "test:ruby_fiber: all passed"
   end
