@@ -266,11 +266,12 @@ namespace :test do
       puts format("%s %-28s %s (%.1fs)", state, r["label"], detail, r["wall"])
       r["hung"].each { |name, why| puts "         hung:   #{name} (#{why})" }
       r["failed"].each { |name| puts "         failed: #{name}" }
+      r["problems"]&.each { |problem| puts "         #{problem}" }
       r["excluded"]&.each { |name, why| puts "         excluded: #{name} (#{why})" }
     end
     if repeat > 1 # per Ruby and backend: how many rounds were clean, and what failed how often
       results.group_by { |r| r["label"].sub(/ round .*/, "") }.each do |label, runs|
-        tally = runs.flat_map { |r| r["failed"] + r["hung"].keys + Array(r["broken"]) }.tally
+        tally = runs.flat_map { |r| r["failed"] + r["hung"].keys + Array(r["problems"]) + Array(r["broken"]) }.tally
         puts format("%-26s %d of %d rounds passed%s", label, runs.count { |r| r["ok"] }, runs.size,
                     tally.empty? ? "" : "; #{tally.map { |name, n| "#{name} x#{n}" }.join(', ')}")
       end
