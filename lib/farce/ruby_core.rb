@@ -14,6 +14,17 @@ module Farce
   # One RubyCore belongs to one scheduler; Hooks (ruby_core/hooks.rb) routes
   # the scheduler's core methods to it.
   class RubyCore
+    # Whether Ruby calls io_read/io_write(io, buffer, offset, length), one
+    # transfer that never waits (scheduler interface version 4, Ruby 4.1:
+    # ruby/ruby#18483), rather than (io, buffer, length, offset) with length
+    # the least to move. The native extension knows it from Ruby's headers;
+    # without it, IO::Buffer's version (3 came with the same change) tells,
+    # as io-event's pure-Ruby selector asks.
+    SINGLE_TRANSFER = if defined?(Farce::SINGLE_TRANSFER_HOOKS)
+                        Farce::SINGLE_TRANSFER_HOOKS
+                      else
+                        IO::Buffer.const_defined?(:VERSION) && IO::Buffer::VERSION >= 3
+                      end
     # How often parked IOs are checked for having been closed (Ruby before
     # 4.0 has no close hook), as the native core's close scan.
     CLOSE_SCAN = 0.05
@@ -288,6 +299,18 @@ module Farce
       transfer(io, buffer, length, offset, reading: false)
     end
 
+    # Ruby 4.1's io_read/io_write (SINGLE_TRANSFER): one transfer of at most
+    # `length` bytes of buffer[offset, length]; the count (0 at end of file,
+    # and for a length of 0 without any call) or -errno, -EAGAIN when the IO
+    # is not ready: it never waits (Ruby's IO layer does).
+    def io_read_once(io, buffer, offset, length)
+      transfer_once(io, buffer, offset, length, reading: true)
+    end
+
+    def io_write_once(io, buffer, offset, length)
+      transfer_once(io, buffer, offset, length, reading: false)
+    end
+
     # kernel_sleep(duration = nil): Mutex#sleep and ConditionVariable#wait
     # come here and are woken by unblock.
     def kernel_sleep(*arguments)
@@ -339,8 +362,13 @@ module Farce
       nil
     end
 
+    # fiber: a Fiber, or what Ruby 4.1 passes in its place (ruby/ruby#18793),
+    # an object standing for one blocking operation that answers alive? (the
+    # operation is still going on), raise (into its fiber) and transfer.
     def fiber_interrupt(fiber, exception)
-      raise TypeError, "fiber_interrupt: #{fiber.class} is not a Fiber" unless fiber.is_a?(Fiber)
+      unless fiber.is_a?(Fiber) || INTERRUPT_TARGET.all? { |name| fiber.respond_to?(name) }
+        raise TypeError, "fiber_interrupt: #{fiber.class} is not a Fiber, nor answers alive?, raise and transfer"
+      end
       return nil if closed?
       raise exception if fiber.equal?(Fiber.current)
       return nil unless fiber.alive?
@@ -481,10 +509,15 @@ module Farce
       nil
     end
 
+    INTERRUPT_TARGET = %i[alive? raise transfer].freeze
+
+    # A target that is not a Fiber names no fiber to look for among the
+    # waits: while its operation goes on (alive?), its fiber is in a hook,
+    # so parked (the loop runs), and the target raises into it itself.
     def deliver_interrupts
       until @interrupts.empty?
         fiber, exception = @interrupts.shift
-        next unless @waits.key?(fiber) && fiber.alive?
+        next unless (!fiber.is_a?(Fiber) || @waits.key?(fiber)) && fiber.alive?
 
         fiber.raise(exception)
         return unless @open
@@ -703,6 +736,41 @@ module Farce
         else
           total += result
           return total if total >= length
+        end
+      end
+    end
+
+    # io_read_once/io_write_once's one transfer (see there).
+    def transfer_once(io, buffer, offset, length, reading:)
+      usable!
+      turn_check
+      io = to_io(io)
+      raise TypeError, "wrong argument type #{buffer.class} (expected IO::Buffer)" unless buffer.is_a?(IO::Buffer)
+
+      length = integer(length)
+      offset = integer(offset)
+      [length, offset].each do |n|
+        raise RangeError, "integer #{n} too big to convert to size_t" if n >= 1 << 64 || n < -(1 << 63)
+      end
+      size = buffer.size
+      return -Errno::EINVAL::Errno if length.negative? || offset.negative? || offset > size || length > size - offset
+      return 0 if length.zero?
+
+      loop do
+        result = begin
+          blocking { reading ? io.read_nonblock(length, exception: false) : io.write_nonblock(buffer.get_string(offset, length), exception: false) }
+        rescue Errno::EINTR
+          next
+        rescue SystemCallError => e
+          return -e.errno
+        end
+        case result
+        when :wait_readable, :wait_writable then return -Errno::EAGAIN::Errno
+        when nil then return 0 # end of file
+        when String
+          buffer.set_string(result, offset)
+          return result.bytesize
+        else return result
         end
       end
     end
