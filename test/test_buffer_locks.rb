@@ -116,6 +116,41 @@ class TestBufferLocks < Minitest::Test
     assert_released buffer
   end
 
+  # io_pread's transfer runs on a worker thread, on the caller's buffer.
+  # Fiber#kill is no exception (the job's wait cannot rescue it): the
+  # waiting fiber must still not leave the hook before the job is done with
+  # the buffer, or Ruby frees (4.1: rb_bug, the worker's hold still taken)
+  # memory the worker is writing to.
+  def test_fiber_kill_while_a_positional_read_waits_for_its_worker
+    skip "Fiber#kill is Ruby 3.3+" unless Fiber.method_defined?(:kill)
+    skip "io_pread is the native extension's" unless Farce::Native.loaded?
+    buffer = IO::Buffer.new(8)
+    seen = nil
+    Tempfile.create("farce") do |file|
+      file.write("abc")
+      file.flush
+      farce(worker_threads: 1) do
+        scheduler = Fiber.scheduler
+        gate = Thread::Queue.new
+        # the only worker is busy until the gate opens: the read's job waits behind it
+        Fiber.schedule { scheduler.worker_pool.run(-> { gate.pop }) }
+        reader = Fiber.schedule do
+          if Farce::SINGLE_TRANSFER_HOOKS
+            scheduler.io_pread(file, buffer, 0, 0, 3)
+          else
+            scheduler.io_pread(file, buffer, 0, 3, 0)
+          end
+        ensure
+          seen = buffer.get_string(0, 3) # what the job had done when the hook was left
+        end
+        reader.kill
+        gate << :open
+      end
+    end
+    assert_equal "abc", seen, "the hook was left only once its job was done"
+    assert_released buffer
+  end
+
   # A buffer its owner locked: the hook takes its own hold next to the
   # owner's where locks are counted (Ruby 4.1), none where a lock is one flag
   # (it cannot be taken twice), and leaves the owner's in place either way.
