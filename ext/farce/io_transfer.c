@@ -143,7 +143,8 @@ static int nowait_pipes = 1; /* preadv2/pwritev2 take RWF_NOWAIT for pipes (Linu
  * (RWF_NOWAIT); anything else (a tty) has its flags read again first, and
  * a descriptor found blocking is waited on before every call from then on.
  * Returns what read/write would, EAGAIN included. */
-static ssize_t stream_nowait(farce_fd_ent *f, int fd, int reading, void *at, size_t room)
+static inline __attribute__((always_inline)) ssize_t stream_nowait(farce_fd_ent *f, int fd, int reading, void *at,
+                                                                    size_t room)
 {
     if (f->socket) return reading ? recv(fd, at, room, MSG_DONTWAIT) : send(fd, at, room, MSG_DONTWAIT);
 #ifdef RWF_NOWAIT
@@ -365,6 +366,8 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
     return result;
 }
 
+/* A second caller must not cost the loop above its inlined copy (hence
+ * always_inline on stream_nowait): io_transfer_v4.c's. */
 ssize_t farce_stream_nowait(farce_fd_ent *f, int fd, int reading, void *at, size_t room)
 {
     return stream_nowait(f, fd, reading, at, room);
