@@ -4,6 +4,16 @@ require_relative "ruby_core/timers"
 require_relative "ruby_core/latency"
 
 module Farce
+  # Whether Ruby calls io_read/io_write(io, buffer, offset, length), one
+  # transfer that never waits (scheduler interface version 4, Ruby 4.1:
+  # ruby/ruby#18483), rather than (io, buffer, length, offset) with length
+  # the least to move. The native extension defines it from Ruby's headers;
+  # without the extension, IO::Buffer's version (3 came with the same
+  # change) tells, as io-event's pure-Ruby selector asks.
+  unless const_defined?(:SINGLE_TRANSFER_HOOKS, false)
+    SINGLE_TRANSFER_HOOKS = IO::Buffer.const_defined?(:VERSION) && IO::Buffer::VERSION >= 3
+  end
+
   # farce's pure-Ruby core: the event loop a Farce::Scheduler uses when the
   # native (Go) core is not there (no Go at install, an unsupported OS, a
   # failed build, a forked child whose reload of the Go core was refused) or when
@@ -14,17 +24,8 @@ module Farce
   # One RubyCore belongs to one scheduler; Hooks (ruby_core/hooks.rb) routes
   # the scheduler's core methods to it.
   class RubyCore
-    # Whether Ruby calls io_read/io_write(io, buffer, offset, length), one
-    # transfer that never waits (scheduler interface version 4, Ruby 4.1:
-    # ruby/ruby#18483), rather than (io, buffer, length, offset) with length
-    # the least to move. The native extension knows it from Ruby's headers;
-    # without it, IO::Buffer's version (3 came with the same change) tells,
-    # as io-event's pure-Ruby selector asks.
-    SINGLE_TRANSFER = if defined?(Farce::SINGLE_TRANSFER_HOOKS)
-                        Farce::SINGLE_TRANSFER_HOOKS
-                      else
-                        IO::Buffer.const_defined?(:VERSION) && IO::Buffer::VERSION >= 3
-                      end
+    # The hook forms the Ruby core answers (Hooks): Farce::SINGLE_TRANSFER_HOOKS.
+    SINGLE_TRANSFER = Farce::SINGLE_TRANSFER_HOOKS
     # How often parked IOs are checked for having been closed (Ruby before
     # 4.0 has no close hook), as the native core's close scan.
     CLOSE_SCAN = 0.05
