@@ -187,20 +187,31 @@ static int fiber_parked(const farce_sched *s, VALUE fiber)
     return 0;
 }
 
+static ID id_alive_p, id_raise, id_transfer;
+
 /* Raises the exceptions fiber_interrupt queued into their fibers, oldest
  * first. A fiber parked in one of our waits leaves it through the park's
  * rb_protect, which cancels the wait; a fiber no longer parked (it finished,
  * or never waited here) is left alone. An exception the fiber does not
- * rescue propagates out of run, as any fiber's does; the rest stay queued. */
+ * rescue propagates out of run, as any fiber's does; the rest stay queued.
+ * A target that is not a Fiber (Ruby 4.1's operation proxy) names no fiber
+ * to look for: it is asked whether its operation is still going on (its
+ * fiber is then in a hook, so parked: the loop runs), and raises into its
+ * fiber itself. */
 static void deliver_interrupts(farce_sched *s)
 {
     while (RARRAY_LEN(s->interrupts) > 0) {
         VALUE pair = rb_ary_shift(s->interrupts);
         VALUE fiber = RARRAY_AREF(pair, 0), exception = RARRAY_AREF(pair, 1);
-        if (!fiber_parked(s, fiber) || !RTEST(rb_fiber_alive_p(fiber))) continue;
-        s->turn_fiber = fiber;
-        rb_fiber_raise(fiber, 1, &exception);
-        s->turn_fiber = Qnil;
+        if (!rb_obj_is_fiber(fiber)) {
+            /* Ruby 4.1's operation target: it raises into its own fiber */
+            if (RTEST(rb_funcall(fiber, id_alive_p, 0))) rb_funcall(fiber, id_raise, 1, exception);
+        } else {
+            if (!fiber_parked(s, fiber) || !RTEST(rb_fiber_alive_p(fiber))) continue;
+            s->turn_fiber = fiber;
+            rb_fiber_raise(fiber, 1, &exception);
+            s->turn_fiber = Qnil;
+        }
         if (s->loop.closed) return;
     }
 }
@@ -551,6 +562,17 @@ static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length)
 #define IO_RW_ARITY 3
 #endif
 
+/* Ruby 4.1: io_read(io, buffer, offset, length), one transfer that never
+ * waits (io_transfer_v4.c); on older Rubies __io_read_v4 (tests). */
+static VALUE sched_io_read_v4(VALUE self, VALUE io, VALUE buffer, VALUE offset, VALUE length)
+{
+    return farce_io_transfer_once(&get_sched(self)->loop, io, buffer, offset, length, -1, FARCE_READ);
+}
+static VALUE sched_io_write_v4(VALUE self, VALUE io, VALUE buffer, VALUE offset, VALUE length)
+{
+    return farce_io_transfer_once(&get_sched(self)->loop, io, buffer, offset, length, -1, FARCE_WRITE);
+}
+
 /* Whether the current fiber was unblocked before it blocked (see
  * early_unblocks): it must not park then. */
 static int unblocked_early(farce_sched *s)
@@ -691,18 +713,32 @@ static VALUE sched_yield(VALUE self)
     return Qnil;
 }
 
+/* Whether target can be interrupted: a Fiber, or what Ruby 4.1 passes in
+ * its place (ruby/ruby#18793), an object standing for one blocking
+ * operation that answers alive? (the operation is still going on), raise
+ * (into its fiber, while it is) and transfer. */
+static int interrupt_target_p(VALUE target)
+{
+    return rb_obj_is_fiber(target) ||
+           (rb_respond_to(target, id_alive_p) && rb_respond_to(target, id_raise) && rb_respond_to(target, id_transfer));
+}
+
 /* call-seq: fiber_interrupt(fiber, exception) -> nil
  * Ruby 4.0 (IO#close on an IO that fibers are blocked on): raise exception
  * (an Exception or a class) in fiber, which is blocked in one of this
- * scheduler's waits. Safe from any thread: the loop raises it, after
- * waking up if it was waiting in the kernel. */
+ * scheduler's waits. Ruby 4.1 may pass an operation's stand-in instead of
+ * the Fiber (interrupt_target_p). Safe from any thread: the loop raises
+ * it, after waking up if it was waiting in the kernel. */
 static VALUE sched_fiber_interrupt(VALUE self, VALUE fiber, VALUE exception)
 {
     farce_sched *s = sched_of(self);
-    if (!rb_obj_is_fiber(fiber)) rb_raise(rb_eTypeError, "fiber_interrupt: %"PRIsVALUE" is not a Fiber", rb_obj_class(fiber));
+    if (!interrupt_target_p(fiber)) {
+        rb_raise(rb_eTypeError, "fiber_interrupt: %"PRIsVALUE" is not a Fiber, nor answers alive?, raise and transfer",
+                 rb_obj_class(fiber));
+    }
     if (!live(s)) return Qnil;
     if (fiber == rb_fiber_current()) rb_exc_raise(rb_make_exception(1, &exception));
-    if (!RTEST(rb_fiber_alive_p(fiber))) return Qnil;
+    if (!RTEST(rb_obj_is_fiber(fiber) ? rb_fiber_alive_p(fiber) : rb_funcall(fiber, id_alive_p, 0))) return Qnil;
     rb_ary_push(s->interrupts, rb_assoc_new(fiber, exception));
     if (rb_thread_current() != s->loop.thread) farce_write_wake(&s->loop.wake_fd);
     return Qnil;
@@ -759,6 +795,9 @@ void farce_fiber_scheduler_init(VALUE mFarce)
     cScheduler = rb_define_class_under(mFarce, "Scheduler", rb_cObject);
     cFiber = rb_const_get(rb_cObject, rb_intern("Fiber"));
     id_blocking_p = rb_intern("blocking?");
+    id_alive_p = rb_intern("alive?");
+    id_raise = rb_intern("raise");
+    id_transfer = rb_intern("transfer");
     rb_define_alloc_func(cScheduler, sched_alloc);
 
     rb_define_private_method(cScheduler, "__open", sched_open, 1);
@@ -784,8 +823,20 @@ void farce_fiber_scheduler_init(VALUE mFarce)
     rb_define_method(cScheduler, "stats", sched_stats, 0);
 
     rb_define_method(cScheduler, "io_wait", sched_io_wait, 3);
+#if FARCE_SINGLE_TRANSFER_HOOKS
+    rb_define_method(cScheduler, "io_read", sched_io_read_v4, 4);
+    rb_define_method(cScheduler, "io_write", sched_io_write_v4, 4);
+    (void)sched_io_read; /* the version 2/3 forms: unused on this Ruby */
+    (void)sched_io_write;
+#else
     rb_define_method(cScheduler, "io_read", sched_io_read, IO_RW_ARITY);
     rb_define_method(cScheduler, "io_write", sched_io_write, IO_RW_ARITY);
+#endif
+    /* the version 4 forms under their own names on every Ruby (tests) */
+    rb_define_private_method(cScheduler, "__io_read_v4", sched_io_read_v4, 4);
+    rb_define_private_method(cScheduler, "__io_write_v4", sched_io_write_v4, 4);
+    /* which form io_read/io_write/io_pread/io_pwrite have in this build */
+    rb_define_const(mFarce, "SINGLE_TRANSFER_HOOKS", FARCE_SINGLE_TRANSFER_HOOKS ? Qtrue : Qfalse);
     rb_define_method(cScheduler, "kernel_sleep", sched_kernel_sleep, -1);
     rb_define_method(cScheduler, "block", sched_block, -1);
     rb_define_method(cScheduler, "unblock", sched_unblock, 2);

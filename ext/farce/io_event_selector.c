@@ -515,6 +515,35 @@ static VALUE sel_io_pwrite(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALU
     return farce_io_transfer(&get_sel(self)->loop, io, buffer, length, NUM2SIZET(offset), pos, FARCE_WRITE);
 }
 
+/* io-event's selectors follow the Ruby they are built for (io-event#211):
+ * on Ruby 4.1 (scheduler interface version 4) Async calls io_read(fiber,
+ * io, buffer, offset, length) and io_pread(fiber, io, buffer, from, offset,
+ * length), one transfer that never waits (io_transfer_v4.c). On older
+ * Rubies these are __io_read_v4 and friends (tests). */
+static VALUE sel_io_read_v4(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE offset, VALUE length)
+{
+    return farce_io_transfer_once(&get_sel(self)->loop, io, buffer, offset, length, -1, FARCE_READ);
+}
+
+static VALUE sel_io_write_v4(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE offset, VALUE length)
+{
+    return farce_io_transfer_once(&get_sel(self)->loop, io, buffer, offset, length, -1, FARCE_WRITE);
+}
+
+static VALUE sel_io_pread_v4(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE from, VALUE offset, VALUE length)
+{
+    off_t pos = NUM2OFFT(from);
+    if (pos < 0) return INT2NUM(-EINVAL);
+    return farce_io_transfer_once(&get_sel(self)->loop, io, buffer, offset, length, pos, FARCE_READ);
+}
+
+static VALUE sel_io_pwrite_v4(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE from, VALUE offset, VALUE length)
+{
+    off_t pos = NUM2OFFT(from);
+    if (pos < 0) return INT2NUM(-EINVAL);
+    return farce_io_transfer_once(&get_sel(self)->loop, io, buffer, offset, length, pos, FARCE_WRITE);
+}
+
 /* call-seq: io_close(io_or_descriptor) -> nil
  * Ruby 4.0 calls this before closing a descriptor: its waiters raise
  * IOError at once and the number can be reused. */
@@ -561,10 +590,26 @@ void farce_io_event_selector_init(VALUE mFarce)
     rb_define_method(cSelector, "ready?", sel_ready_p, 0);
     rb_define_method(cSelector, "select", sel_select, -1);
     rb_define_method(cSelector, "io_wait", sel_io_wait, 3);
+#if FARCE_SINGLE_TRANSFER_HOOKS
+    rb_define_method(cSelector, "io_read", sel_io_read_v4, 5);
+    rb_define_method(cSelector, "io_write", sel_io_write_v4, 5);
+    rb_define_method(cSelector, "io_pread", sel_io_pread_v4, 6);
+    rb_define_method(cSelector, "io_pwrite", sel_io_pwrite_v4, 6);
+    (void)sel_io_read; /* the version 2/3 forms: unused on this Ruby */
+    (void)sel_io_write;
+    (void)sel_io_pread;
+    (void)sel_io_pwrite;
+#else
     rb_define_method(cSelector, "io_read", sel_io_read, -1);
     rb_define_method(cSelector, "io_write", sel_io_write, -1);
     rb_define_method(cSelector, "io_pread", sel_io_pread, 6);
     rb_define_method(cSelector, "io_pwrite", sel_io_pwrite, 6);
+#endif
+    /* the version 4 forms under their own names on every Ruby (tests) */
+    rb_define_private_method(cSelector, "__io_read_v4", sel_io_read_v4, 5);
+    rb_define_private_method(cSelector, "__io_write_v4", sel_io_write_v4, 5);
+    rb_define_private_method(cSelector, "__io_pread_v4", sel_io_pread_v4, 6);
+    rb_define_private_method(cSelector, "__io_pwrite_v4", sel_io_pwrite_v4, 6);
     rb_define_method(cSelector, "io_close", sel_io_close, 1);
     rb_define_method(cSelector, "process_wait", sel_process_wait, 3);
 }

@@ -11,6 +11,16 @@ require_relative "ruby_core/parking"
 require_relative "ruby_core/transfer"
 
 module Farce
+  # Whether Ruby calls io_read/io_write(io, buffer, offset, length), one
+  # transfer that never waits (scheduler interface version 4, Ruby 4.1:
+  # ruby/ruby#18483), rather than (io, buffer, length, offset) with length
+  # the least to move. The native extension defines it from Ruby's headers;
+  # without the extension, IO::Buffer's version (3 came with the same
+  # change) tells, as io-event's pure-Ruby selector asks.
+  unless const_defined?(:SINGLE_TRANSFER_HOOKS, false)
+    SINGLE_TRANSFER_HOOKS = IO::Buffer.const_defined?(:VERSION) && IO::Buffer::VERSION >= 3
+  end
+
   # farce's pure-Ruby core: the event loop a Farce::Scheduler uses when the
   # native (Go) core is not there (no Go at install, an unsupported OS, a
   # failed build, a forked child whose reload of the Go core was refused) or when
@@ -27,6 +37,8 @@ module Farce
   # blocking fiber), parking.rb, event_loop.rb, turns.rb, stall_watchdog.rb,
   # stats.rb, timers.rb, latency.rb, hooks.rb.
   class RubyCore
+    # The hook forms the Ruby core answers (Hooks): Farce::SINGLE_TRANSFER_HOOKS.
+    SINGLE_TRANSFER = Farce::SINGLE_TRANSFER_HOOKS
     # How often parked IOs are checked for having been closed (Ruby before
     # 4.0 has no close hook), as the native core's close scan.
     CLOSE_SCAN = 0.05

@@ -204,6 +204,20 @@ module Farce
       offload(work)
     end
 
+    # The same for Ruby 4.1's io_pread/io_pwrite (scheduler interface
+    # version 4: one transfer of at most length bytes of buffer[offset,
+    # length]; ext/farce/positional_io.c).
+    private def __offload_positional_once(writing, io, buffer, from, offset, length)
+      work = if writing
+               -> { Farce.__pwrite_once(io, buffer, from, offset, length) }
+             else
+               -> { Farce.__pread_once(io, buffer, from, offset, length) }
+             end
+      return work.call if closed? || Fiber.blocking?
+
+      offload(work)
+    end
+
     # Runs work on the worker pool; meanwhile the loop lets the workers
     # have the GVL at every iteration.
     private def offload(work)

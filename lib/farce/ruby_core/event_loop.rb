@@ -78,10 +78,15 @@ module Farce
       nil
     end
 
+    INTERRUPT_TARGET = %i[alive? raise transfer].freeze
+
+    # A target that is not a Fiber names no fiber to look for among the
+    # waits: while its operation goes on (alive?), its fiber is in a hook,
+    # so parked (the loop runs), and the target raises into it itself.
     def deliver_interrupts
       until @interrupts.empty?
         fiber, exception = @interrupts.shift
-        next unless @waits.key?(fiber) && fiber.alive?
+        next unless (!fiber.is_a?(Fiber) || @waits.key?(fiber)) && fiber.alive?
 
         in_turn(fiber) { fiber.raise(exception) }
         return unless @open

@@ -18,6 +18,18 @@ module Farce
       transfer(io, buffer, length, offset, reading: false)
     end
 
+    # Ruby 4.1's io_read/io_write (SINGLE_TRANSFER): one transfer of at most
+    # `length` bytes of buffer[offset, length]; the count (0 at end of file,
+    # and for a length of 0 without any call) or -errno, -EAGAIN when the IO
+    # is not ready: it never waits (Ruby's IO layer does).
+    def io_read_once(io, buffer, offset, length)
+      transfer_once(io, buffer, offset, length, reading: true)
+    end
+
+    def io_write_once(io, buffer, offset, length)
+      transfer_once(io, buffer, offset, length, reading: false)
+    end
+
     private
 
     def transfer(io, buffer, length, offset, reading:)
@@ -65,6 +77,41 @@ module Farce
         else
           total += result
           return total if total >= length
+        end
+      end
+    end
+
+    # io_read_once/io_write_once's one transfer (see there).
+    def transfer_once(io, buffer, offset, length, reading:)
+      usable!
+      turn_check
+      io = to_io(io)
+      raise TypeError, "wrong argument type #{buffer.class} (expected IO::Buffer)" unless buffer.is_a?(IO::Buffer)
+
+      length = integer(length)
+      offset = integer(offset)
+      [length, offset].each do |n|
+        raise RangeError, "integer #{n} too big to convert to size_t" if n >= 1 << 64 || n < -(1 << 63)
+      end
+      size = buffer.size
+      return -Errno::EINVAL::Errno if length.negative? || offset.negative? || offset > size || length > size - offset
+      return 0 if length.zero?
+
+      loop do
+        result = begin
+          blocking { reading ? io.read_nonblock(length, exception: false) : io.write_nonblock(buffer.get_string(offset, length), exception: false) }
+        rescue Errno::EINTR
+          next
+        rescue SystemCallError => e
+          return -e.errno
+        end
+        case result
+        when :wait_readable, :wait_writable then return -Errno::EAGAIN::Errno
+        when nil then return 0 # end of file
+        when String
+          buffer.set_string(result, offset)
+          return result.bytesize
+        else return result
         end
       end
     end

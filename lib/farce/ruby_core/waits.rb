@@ -82,8 +82,13 @@ module Farce
       nil
     end
 
+    # fiber: a Fiber, or what Ruby 4.1 passes in its place (ruby/ruby#18793),
+    # an object standing for one blocking operation that answers alive? (the
+    # operation is still going on), raise (into its fiber) and transfer.
     def fiber_interrupt(fiber, exception)
-      raise TypeError, "fiber_interrupt: #{fiber.class} is not a Fiber" unless fiber.is_a?(Fiber)
+      unless fiber.is_a?(Fiber) || INTERRUPT_TARGET.all? { |name| fiber.respond_to?(name) }
+        raise TypeError, "fiber_interrupt: #{fiber.class} is not a Fiber, nor answers alive?, raise and transfer"
+      end
       return nil if closed?
       raise exception if fiber.equal?(Fiber.current)
       return nil unless fiber.alive?
