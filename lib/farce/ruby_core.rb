@@ -55,6 +55,7 @@ module Farce
       @yielded = []                        # [Wait, value]: ready after the next poll's events (turns)
       @waits = {}.compare_by_identity      # fiber -> its Wait
       @io_waits = {}.compare_by_identity   # IO -> [Wait]
+      @raw_writers = {}                    # descriptor -> IO (see raw_writer)
       @inbox = Thread::Queue.new           # Waits other threads unblocked
       # Fibers unblocked before their wait was registered: Queue and Mutex
       # list a fiber as waiting before they call `block`, and another thread
@@ -666,6 +667,7 @@ module Farce
 
       length = integer(length)
       offset = integer(offset)
+      writer = raw_writer(io) unless reading
       total = 0
       loop do
         size = buffer.size
@@ -682,7 +684,7 @@ module Farce
         return total if room.zero?
 
         result = begin
-          blocking { reading ? io.read_nonblock(room, exception: false) : io.write_nonblock(buffer.get_string(offset + total, room), exception: false) }
+          blocking { reading ? io.read_nonblock(room, exception: false) : writer.write_nonblock(buffer.get_string(offset + total, room), exception: false) }
         rescue Errno::EINTR
           next
         rescue SystemCallError => e
@@ -705,6 +707,25 @@ module Farce
           return total if total >= length
         end
       end
+    end
+
+    # The IO io_write writes through: one with no write buffer of its own on
+    # io's descriptor (kept per descriptor number; it never closes it).
+    # Ruby 4.0 flushes an IO's write buffer through the io_write hook, in the
+    # writing fiber, holding the IO's write lock (a Mutex) and with the bytes
+    # still counted as buffered. io.write_nonblock would flush that buffer
+    # first: from the syscall fiber it takes the lock another fiber holds
+    # ("deadlock; lock already owned by another fiber belonging to the same
+    # thread"), and without the lock it would write the bytes twice. Up to
+    # 3.4 the hook only ever saw an IO whose buffer was empty.
+    def raw_writer(io)
+      fd = io.fileno
+      writer = @raw_writers[fd]
+      return writer if writer
+
+      writer = IO.for_fd(fd, "wb", autoclose: false)
+      writer.sync = true
+      @raw_writers[fd] = writer
     end
 
     def ready_now(io, events, duration = 0)
