@@ -58,3 +58,17 @@ def async_missing(runner)
 
   out.empty? ? nil : "Async/io-event do not load (#{out})"
 end
+
+# A leg's summary lines with each skip said once (a test skips the same way
+# on several backends), and the skips that come with a backend by design
+# (the Ruby core has no Go; io_uring-only tests elsewhere) counted, not listed.
+BY_DESIGN_SKIP = /: (the Ruby core \(FARCE_BACKEND=ruby\)|none of \[)/
+
+def summarize_skips(lines)
+  skips = lines.grep(/\A  skip /).uniq
+  by_design, other = skips.partition { |l| l.match?(BY_DESIGN_SKIP) }
+  kept = lines.grep_v(/\A  skip /)
+  kept += ["skipped (each once, on any of the runs above):", *other] unless other.empty?
+  kept << "  (#{by_design.size} more skips belong to a backend: the Ruby core has no Go, some tests are io_uring's)" unless by_design.empty?
+  kept
+end

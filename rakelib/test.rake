@@ -165,7 +165,7 @@ namespace :test do
       summary[v] << format("%.1f min", (Process.clock_gettime(Process::CLOCK_MONOTONIC) - started) / 60) if started
     end
     puts "\n==== test:rubies summary"
-    summary.each { |v, lines| puts "Ruby #{v}:", *lines.map { |l| "  #{l}" } }
+    summary.each { |v, lines| puts "Ruby #{v}:", *summarize_skips(lines).map { |l| "  #{l}" } }
     # The host's build for its own Ruby was replaced by none of these (one
     # directory per ABI), so nothing needs rebuilding afterwards.
     abort "test:rubies: failed on Ruby #{failed.join(', ')}" unless failed.empty?
