@@ -2,8 +2,8 @@
 
 require_relative "test_helper"
 
-# Ruby 4.0 calls fiber_interrupt, io_close(fd) and io_write (for a buffer
-# flush) itself, and a child it forks starts with no scheduler.
+# Ruby 4.0 calls fiber_interrupt, yield, io_close(fd) and io_write (for a
+# buffer flush) itself, and a child it forks starts with no scheduler.
 # test_ruby40_hooks.rb calls the hooks directly (which any Ruby can); here
 # Ruby makes the calls, and a spy on the scheduler checks that it did.
 class TestRuby40HooksCalledByRuby < Minitest::Test
@@ -12,7 +12,7 @@ class TestRuby40HooksCalledByRuby < Minitest::Test
   # Records the hooks Ruby calls on one scheduler (prepended to its
   # singleton class), then lets them run.
   module Spy
-    %i[fiber_interrupt io_close io_write].each do |hook|
+    %i[fiber_interrupt io_close io_write yield].each do |hook|
       define_method(hook) do |*args|
         (@spied ||= []) << [hook, *args.map { |a| a.is_a?(IO::Buffer) ? a.size : a }]
         super(*args)
@@ -58,6 +58,42 @@ class TestRuby40HooksCalledByRuby < Minitest::Test
     assert_equal 1, calls.size, "Ruby calls fiber_interrupt once, for the one blocked fiber"
     assert_same reader, calls[0][1]
     assert_kind_of IOError, calls[0][2]
+  end
+
+  # A signal that interrupts a blocking call in a fiber (flock(2) here, which
+  # has no hook: the whole thread waits in it) runs its trap handler, and
+  # then Ruby 4.0 calls yield (vm_check_ints_blocking), so other fibers get a
+  # turn before the call is retried.
+  def test_a_signal_during_a_blocking_call_in_a_fiber_calls_yield
+    skip_before_ruby40("yield after a signal")
+    skip "no flock here" unless File.respond_to?(:open) && File::Constants.const_defined?(:LOCK_EX)
+
+    require "tempfile"
+    file = Tempfile.new("farce-yield")
+    holder = File.open(file.path, "r")
+    holder.flock(File::LOCK_EX)
+    trapped = 0
+    previous = trap(:USR1) { trapped += 1 }
+    scheduler = nil
+    locked = false
+    farce do
+      scheduler = spy_on_scheduler
+      helper = Thread.new do
+        sleep 0.1
+        Process.kill(:USR1, Process.pid)
+        sleep 0.1
+        holder.flock(File::LOCK_UN)
+      end
+      Fiber.schedule { File.open(file.path, "r") { |f| locked = f.flock(File::LOCK_EX) } }
+      helper.join
+    end
+    assert_equal 0, locked
+    assert_equal 1, trapped
+    refute_empty scheduler.spied(:yield), "Ruby did not call yield after the trap ran"
+  ensure
+    trap(:USR1, previous || "DEFAULT") unless trapped.nil? # (nil: skipped before the trap was set)
+    holder&.close
+    file&.close!
   end
 
   # IO#close asks the scheduler to close the raw descriptor (an Integer);
