@@ -23,6 +23,9 @@ RUBY_LEG_BACKENDS = {
   "3.1" => %w[auto], "3.2" => %w[auto], "3.3" => %w[auto], "3.4" => "all", "4.0" => "all", "4.1" => %w[auto]
 }.freeze
 
+# A leg whose suites (each listed as FAILED in its summary) did not all pass.
+class LegFailed < StandardError; end
+
 # The command prefix that runs a command with Ruby `version` as `ruby`
 # (`rake`, `rspec`) in the current directory, e.g.
 #   sh(*ruby_runner("4.0"), "ruby", "-Ilib", "-e", "...")

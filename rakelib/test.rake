@@ -106,18 +106,27 @@ namespace :test do
   # On one Ruby of the matrix: build; minitest on the backends RUBY_LEG_BACKENDS
   # names and on the Ruby core; Async on farce's io-event selector where
   # Debian's Async and io-event load; RSpec. Returns what ran, for the summary.
-  def test_one_ruby(version)
+  # Every suite of the leg runs even when one fails; the failures are
+  # raised together at the end, after what passed was recorded in `results`.
+  def test_one_ruby(version, results)
     runner = ruby_runner(version)
     sh(*runner, "rake", "compile")
     main = Dir["test/test_*.rb"].sort.map { |f| "require File.expand_path(#{f.dump})" }.join(";")
-    results = []
-    backends = leg_backends(version, runner)
-    backends.each do |backend|
+    failures = []
+    suite = lambda do |&run|
+      run.call
+    rescue StandardError => e
+      failures << e.message
+      results << "FAILED: #{e.message}"
+    end
+    leg_backends(version, runner).each do |backend|
       label = "Ruby #{version} test/ on #{backend == 'ruby' ? 'the Ruby core' : backend}"
       # the pure-Ruby core keeps the same expectations on every Ruby
       # -v: minitest names each skipped test and its reason (for the summary)
-      results.concat(run_minitest([*runner, "env", "FARCE_BACKEND=#{backend}", "ruby", "-Ilib", "-Itest", "-e", main, "--", "-v"],
-                                  label))
+      suite.call do
+        results.concat(run_minitest([*runner, "env", "FARCE_BACKEND=#{backend}", "ruby", "-Ilib", "-Itest", "-e", main, "--", "-v"],
+                                    label))
+      end
     end
     if (missing = async_missing(runner))
       puts "Ruby #{version}: skipping test/io_event: #{missing}"
@@ -126,12 +135,17 @@ namespace :test do
       io_event = Dir["test/io_event/test_*.rb"].sort.map { |f| "require File.expand_path(#{f.dump})" }.join(";")
       # On 3.3 io-event's native selectors are there to compare with: no skip
       # is allowed. Elsewhere the comparisons with them skip, saying so.
-      results.concat(run_minitest([*runner, "ruby", "-Ilib", "-Itest", "-e", io_event, "--", "-v"],
-                                  "Ruby #{version} test/io_event (Async on farce's selector)",
-                                  require_no_skips: version == "3.3"))
+      suite.call do
+        results.concat(run_minitest([*runner, "ruby", "-Ilib", "-Itest", "-e", io_event, "--", "-v"],
+                                    "Ruby #{version} test/io_event (Async on farce's selector)",
+                                    require_no_skips: version == "3.3"))
+      end
     end
-    sh(*runner, "ruby", "-Ilib", "-S", "rspec", "--format", "progress", *Dir["spec/**/*_spec.rb"])
-    results << "RSpec passed"
+    suite.call do
+      sh(*runner, "ruby", "-Ilib", "-S", "rspec", "--format", "progress", *Dir["spec/**/*_spec.rb"])
+      results << "RSpec passed"
+    end
+    raise LegFailed, failures.join("; ") unless failures.empty?
   end
 
   desc "Build and test on Ruby #{RUBY_LEGS.join(', ')}; RUBIES='4.0 4.1' picks, RUBIES_BACKENDS=all runs every backend on each"
@@ -156,10 +170,12 @@ namespace :test do
         summary[v] = ["skipped: #{why}"]
         next
       end
-      summary[v] = test_one_ruby(v)
+      summary[v] = []
+      test_one_ruby(v, summary[v])
     rescue StandardError => e
       warn "Ruby #{v}: #{e.message}"
-      summary[v] = ["FAILED: #{e.message}"]
+      summary[v] ||= []
+      summary[v] << "FAILED: #{e.message}" unless e.is_a?(LegFailed) # (its suites' failures are listed)
       failed << v
     ensure
       summary[v] << format("%.1f min", (Process.clock_gettime(Process::CLOCK_MONOTONIC) - started) / 60) if started
