@@ -97,7 +97,7 @@ class TestStall < Minitest::Test
   end
 
   def test_a_stall_inside_a_c_call_holding_the_gvl_is_reported_when_it_returns
-    skip "Ruby 3.4 runs zlib through blocking_operation_wait, off the loop" if RUBY_VERSION >= "3.4"
+    skip "Ruby #{RUBY_VERSION} (3.4 and later) runs zlib through blocking_operation_wait, off the loop" if RUBY_VERSION >= "3.4"
     data = Random.new(1).bytes(40_000_000)
     line = nil
     reports = reports_of do
