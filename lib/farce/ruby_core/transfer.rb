@@ -98,9 +98,10 @@ module Farce
       return -Errno::EINVAL::Errno if length.negative? || offset.negative? || offset > size || length > size - offset
       return 0 if length.zero?
 
+      writer = raw_writer(io) unless reading # see raw_writer: 4.0's flush through io_write
       loop do
         result = begin
-          blocking { reading ? io.read_nonblock(length, exception: false) : io.write_nonblock(buffer.get_string(offset, length), exception: false) }
+          blocking { reading ? io.read_nonblock(length, exception: false) : writer.write_nonblock(buffer.get_string(offset, length), exception: false) }
         rescue Errno::EINTR
           next
         rescue SystemCallError => e
