@@ -134,10 +134,14 @@ class TestStall < Minitest::Test
   def test_wakeup_latency_percentiles
     stats = nil
     Farce.run(backend: backend) do
-      20.times { Fiber.schedule { 5.times { sleep 0.001 } } }
+      done = 0
+      20.times { Fiber.schedule { 5.times { sleep 0.001 }; done += 1 } }
       Fiber.schedule { sleep 0.001 }
       Fiber.schedule { busy(0.3) }
       sleep 0.05
+      # all 100 short sleeps woke before the stats are read (on a slow
+      # machine, qemu-user emulation, 0.05 s did not cover them)
+      1000.times { break if done == 20; sleep 0.01 }
       stats = Fiber.scheduler.stats
     end
     assert_operator stats[:wakeups], :>=, 100
