@@ -46,5 +46,13 @@ libdirs = %w[usr/lib lib].map { |d| File.join(sysroot, d, RbConfig::CONFIG["arch
 rpath_link = libdirs.map { |d| "-Wl,-rpath-link,#{d}" }.join(" ")
 RbConfig::MAKEFILE_CONFIG["LDFLAGS"] = "#{RbConfig::MAKEFILE_CONFIG['LDFLAGS']} #{rpath_link} -Wl,--allow-shlib-undefined"
 RbConfig::CONFIG["LDFLAGS"] = "#{RbConfig::CONFIG['LDFLAGS']} #{rpath_link} -Wl,--allow-shlib-undefined"
+# Ruby 3.4's rbconfig.rb has LIBPATHFLAG "-L%s", its own mkmf adding the
+# space; older mkmf (the host's) concatenates, and expects " -L%s".
+[RbConfig::MAKEFILE_CONFIG, RbConfig::CONFIG].each do |config|
+  %w[LIBPATHFLAG RPATHFLAG].each do |key|
+    value = config[key].to_s
+    config[key] = " #{value}" unless value.empty? || value.start_with?(" ")
+  end
+end
 warn "cross_rbconfig: building for Ruby #{RUBY_VERSION} #{RUBY_PLATFORM} with #{RbConfig::CONFIG['CC']} " \
      "(headers #{RbConfig::CONFIG['rubyhdrdir']})"
