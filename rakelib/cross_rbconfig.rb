@@ -39,10 +39,11 @@ load target
 $LOADED_FEATURES << host_rbconfig if host_rbconfig
 $VERBOSE = verbose
 
-libdirs = %w[usr/lib lib].map { |d| File.join(sysroot, d, RbConfig::CONFIG["arch"].sub(/-gnu\z/, "-gnu")) }
-# Only the link of a test program needs these: the root's libruby depends on
-# libraries (and a glibc) the cross toolchain does not have. The extension
-# itself links against neither (FARCE_LINK_LIBRUBY=0).
+libdirs = %w[usr/lib lib].map { |d| File.join(sysroot, d, RbConfig::CONFIG["arch"]) }
+# Only mkmf's test programs need these (they land in the Makefile's LDFLAGS
+# too, where they change nothing): the root's libruby depends on libraries,
+# and a glibc, the cross toolchain does not have. The extension itself is
+# linked against neither (`make LIBRUBYARG_SHARED=`).
 rpath_link = libdirs.map { |d| "-Wl,-rpath-link,#{d}" }.join(" ")
 RbConfig::MAKEFILE_CONFIG["LDFLAGS"] = "#{RbConfig::MAKEFILE_CONFIG['LDFLAGS']} #{rpath_link} -Wl,--allow-shlib-undefined"
 RbConfig::CONFIG["LDFLAGS"] = "#{RbConfig::CONFIG['LDFLAGS']} #{rpath_link} -Wl,--allow-shlib-undefined"
