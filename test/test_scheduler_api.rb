@@ -55,9 +55,7 @@ class TestSchedulerAPI < Minitest::Test
     farce do
       r, w = IO.pipe
       Fiber.schedule { r.read(1) }
-      # long enough to be pending still when the stats are read (0.05 s had
-      # expired by then once under qemu-user emulation)
-      Fiber.schedule { sleep 0.5 }
+      Fiber.schedule { sleep 0.05 }
       stats = Fiber.scheduler.stats
       assert_equal 3, stats[:fibers] # the Farce.run block's fiber and two more
       assert_equal 2, stats[:pending_waits]
