@@ -86,6 +86,12 @@ module Farce
 
       def finish_killed
         @done.pop
+      rescue Farce::Error
+        # This fiber cannot park: Fiber#kill resumed it inside the killer's
+        # turn, and parking would return into #kill. It waits with the
+        # thread, as a blocking fiber does; the work runs on a worker thread
+        # and needs nothing from this one.
+        Fiber.blocking { @done.pop }
       rescue Exception # rubocop:disable Lint/RescueException -- the kill goes on once the work is done
         retry
       end
