@@ -32,14 +32,18 @@ module Farce
 
     private
 
-    def transfer(io, buffer, length, offset, reading:)
+    # What both transfers check first; the IO and the two integers.
+    def transfer_arguments(io, buffer, length, offset)
       usable!
       turn_check
       io = to_io(io)
       raise TypeError, "wrong argument type #{buffer.class} (expected IO::Buffer)" unless buffer.is_a?(IO::Buffer)
 
-      length = integer(length)
-      offset = integer(offset)
+      [io, integer(length), integer(offset)]
+    end
+
+    def transfer(io, buffer, length, offset, reading:)
+      io, length, offset = transfer_arguments(io, buffer, length, offset)
       writer = raw_writer(io) unless reading
       total = 0
       loop do
@@ -84,13 +88,7 @@ module Farce
 
     # io_read_once/io_write_once's one transfer (see there).
     def transfer_once(io, buffer, offset, length, reading:)
-      usable!
-      turn_check
-      io = to_io(io)
-      raise TypeError, "wrong argument type #{buffer.class} (expected IO::Buffer)" unless buffer.is_a?(IO::Buffer)
-
-      length = integer(length)
-      offset = integer(offset)
+      io, length, offset = transfer_arguments(io, buffer, length, offset)
       [length, offset].each do |n|
         raise RangeError, "integer #{n} too big to convert to size_t" if n >= 1 << 64 || n < -(1 << 63)
       end
