@@ -12,8 +12,8 @@
 #   3.3, 3.4       the sid chroot (.ci/sid-run); source: Debian's ruby3.3/ruby3.4
 #   3.2, 4.0, 4.1  $FARCE_RUBIES_PREFIX/X.Y/bin/ruby (default /opt/rubies);
 #                  source: a ruby-X.Y.Z*.tar.* in $FARCE_RUBY_SRC (.ci/run sets it)
-# Where test:rubies' ruby_runner (rakelib/rubies.rb, .ci/ruby-run) is
-# defined, each Ruby is reached and built through it instead.
+# Each is reached and built through test:rubies' ruby_runner
+# (rakelib/rubies.rb, .ci/ruby-run).
 #
 # A Ruby that is not there, or whose source is not, is skipped with the
 # reason printed (RUBY_FIBER_STRICT=1 or FARCE_RUBIES_REQUIRED=1 makes that
@@ -29,6 +29,7 @@
 # Other tasks may call ruby_fiber_leg(version, ruby_command, source_dir).
 
 require "json"
+require_relative "rubies"
 
 RUBY_FIBER_RUBIES = %w[3.1 3.2 3.3 3.4 4.0 4.1].freeze
 # Prints a Ruby's version as its labels show it: 4.1.0dev for a snapshot.
@@ -50,31 +51,22 @@ class RubyFiberSkip < StandardError; end
 
 # The command prefix that runs `version`'s ruby (run from ROOT), and what
 # it is: :host, :sid (Debian's Rubies), :runner (built through ruby_runner,
-# whose prefix also runs rake) or :path.
+# whose prefix also runs rake) or :path (RUBY=).
 def ruby_fiber_ruby(version)
+  return [[ENV["RUBY"]], :path] if ENV["RUBY"]
+  return [[RbConfig.ruby], :host] if version == RUBY_ABI
+
   sid = %w[3.3 3.4].include?(version)
-  if ENV["RUBY"]
-    return [[ENV["RUBY"]], :path]
-  elsif version == RUBY_ABI
-    return [[RbConfig.ruby], :host]
-  elsif sid
+  if sid
     sid_root = ENV.fetch("SID_ROOT", "/opt/rubies/sid")
     unless File.executable?(File.join(sid_root, "usr", "bin", "ruby#{version}"))
       raise RubyFiberSkip, "no Ruby #{version} in #{sid_root} (.ci/sid-setup makes it)"
     end
   end
-  if respond_to?(:ruby_runner, true) # rakelib/rubies.rb: test:rubies' one way to each Ruby
-    why = ruby_unavailable(version)
-    raise RubyFiberSkip, why if why
+  why = ruby_unavailable(version) # test:rubies' one way to each Ruby (rakelib/rubies.rb)
+  raise RubyFiberSkip, why if why
 
-    return [[*ruby_runner(version), "ruby"], sid ? :sid : :runner]
-  end
-  return [["env", "SID_RUBY=#{version}", SID_RUN, "ruby"], :sid] if sid
-
-  path = File.join(ENV.fetch("FARCE_RUBIES_PREFIX", "/opt/rubies"), version, "bin", "ruby")
-  raise RubyFiberSkip, "no Ruby #{version} at #{path} (FARCE_RUBIES_PREFIX names where built Rubies live)" unless File.executable?(path)
-
-  [[path], :path]
+  [[*ruby_runner(version), "ruby"], sid ? :sid : :runner]
 end
 
 def ruby_fiber_capture(cmd)
