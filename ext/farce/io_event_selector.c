@@ -221,7 +221,6 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         if (block_ns == 0 || ready_any(s)) return LONG2NUM(resumed);
         farce_loop_start(l, NULL);
     }
-    farce_stack_guard(); /* Async's loop may run on a fiber stack */
     /* a few full batches before timers and the ready list get a turn */
     for (int round = 0; round < 4; round++) {
         int64_t n = farce_loop_poll(l, round == 0 && !ready_any(s) ? block_ns : 0);

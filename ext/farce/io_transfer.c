@@ -201,7 +201,7 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     int op = direction == FARCE_READ ? FARCE_OP_READ : FARCE_OP_WRITE;
     farce_loop_op_room(l); /* may raise: not between the submission and the park, nor with the hold taken */
     int held = farce_buffer_hold(buffer); /* from here, every way out gives it back */
-    int64_t r = l->core->submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
+    int64_t r = farce_core_submit_op(l->core, l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
     if (r < 0) {
         farce_buffer_release(buffer, held);
         if (r == -EAGAIN) return r; /* the caller waits for readiness instead */

@@ -14,7 +14,7 @@
 
 void farce_loop_raise(const farce_loop *l, int64_t code, const char *what)
 {
-    farce_raise_core_error(l->core, l->handle, code, what, l->backend);
+    farce_core_raise(l->core, l->handle, code, what, l->backend);
 }
 
 int64_t farce_timeout_ns(VALUE timeout)
@@ -29,10 +29,9 @@ int64_t farce_timeout_ns(VALUE timeout)
 
 VALUE farce_backend_names(void)
 {
-    farce_core_load();
-    if (!farce_core.backends) rb_raise(farce_eError, "farce's Go core predates farce_backends: rebuild with `rake compile`");
+    const farce_core_copy *core = farce_core_load();
     char buf[256] = "";
-    farce_core.backends(buf, sizeof(buf));
+    farce_core_backends(core, buf, sizeof(buf));
     VALUE names = rb_ary_new();
     for (char *name = strtok(buf, ", "); name; name = strtok(NULL, ", ")) rb_ary_push(names, ID2SYM(rb_intern(name)));
     return rb_ary_freeze(names);
@@ -45,7 +44,7 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
     l->front = front;
     l->owner = owner;
     l->wake_fd = -1;
-    l->core = l->fds.core = &farce_core; /* until start: "no core" in a child, so every call fails safely */
+    l->core = l->fds.core = farce_core_none(); /* until start: every call fails safely */
     l->fork_generation = farce_fork_generation;
     l->thread = rb_thread_current();
     l->backend = l->fallback_reason = Qnil;
@@ -59,9 +58,8 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
 {
     if (l->handle) return;
     if (l->closed) farce_loop_check_usable(l);
-    farce_stack_guard();
-    farce_core_load();
-    l->core = l->fds.core = farce_core_current();
+    farce_stack_guard(); /* before the load, whose first call starts Go's runtime */
+    l->core = l->fds.core = farce_core_load();
     farce_release_orphans();
     VALUE from_environment = Qnil;
     if (!backend) {
@@ -74,7 +72,7 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     }
     char name[64] = "", reason[512] = "";
     int wake_fd = -1;
-    int64_t h = l->core->new_(backend, name, sizeof(name), reason, sizeof(reason), &wake_fd);
+    int64_t h = farce_core_new(l->core, backend, name, sizeof(name), reason, sizeof(reason), &wake_fd);
     if (h == -FARCE_E_ARGUMENT) {
         VALUE names = farce_backend_names(), list = rb_str_new_cstr("");
         for (long i = 0; i < RARRAY_LEN(names); i++) {
@@ -87,7 +85,7 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     l->wake_fd = wake_fd;
     l->backend = ID2SYM(rb_intern(name));
     l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
-    l->ops = l->core->ops_supported && l->core->ops_supported(h) == 1;
+    l->ops = farce_core_ops_supported(l->core, h);
     if (l->ops) farce_op_loop_register(l);
     if (l->stall_threshold_ns > 0) farce_loop_watch_stalls(l, l->stall_threshold_ns); /* asked for before the start */
     RB_GC_GUARD(from_environment); /* backend points into it until here */
@@ -115,7 +113,7 @@ int farce_loop_release(farce_loop *l)
     farce_stall_forget(l);
     if (l->turns) __atomic_store_n(&l->turns->active, 0, __ATOMIC_RELEASE);
     l->turns = NULL;
-    if (l->handle && !farce_loop_inert(l)) l->core->close(l->handle);
+    if (l->handle && !farce_loop_inert(l)) farce_core_close(l->core, l->handle);
     l->handle = 0;
     l->release_pending = 0;
     l->ops_in_flight = 0;
@@ -207,22 +205,6 @@ size_t farce_loop_memsize(const farce_loop *l)
 
 /* ---- the loop ------------------------------------------------------------------- */
 
-struct blocking_poll {
-    const struct farce_core_api *core;
-    int64_t handle;
-    int64_t block_ns;
-    farce_completion *out;
-    int capacity;
-    int64_t result;
-};
-
-static void *poll_body(void *p)
-{
-    struct blocking_poll *a = p;
-    a->result = a->core->poll(a->handle, a->block_ns, a->out, a->capacity);
-    return NULL;
-}
-
 /* Ruby before 4.0 tells a scheduler nothing when an IO is closed: every
  * FARCE_CLOSE_SCAN_NS the loop drops descriptors whose IO was closed, which
  * wakes their waiters with IOError instead of leaving them parked forever. */
@@ -257,8 +239,7 @@ static void check_queued_ops(farce_loop *l)
     for (long i = 0; i < l->nqueued_ops; i++) {
         const farce_queued_op *q = &l->queued_ops[i];
         if (farce_io_fd_or_closed(q->io) == q->fd) continue;
-        farce_stack_guard();
-        l->core->cancel_op(l->handle, q->token); /* a stale token (reaped meanwhile) is ignored */
+        farce_core_cancel_op(l->core, l->handle, q->token); /* a stale token (reaped meanwhile) is ignored */
     }
     l->nqueued_ops = 0;
 }
@@ -270,26 +251,17 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
     if (l->nqueued_ops) check_queued_ops(l); /* right before the poll that submits them */
     l->slept = 0;
     int64_t n;
-    if (l->core->poll_batch) {
-        /* the last batch's resume stamps (the core's wake-up latency
-         * histogram), the descriptor waits begun since, and the reserve of
-         * tokens for the next ones, all in the one call */
-        int last = l->batch_len;
-        farce_poll_args a = {l->resumed_at, last, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
-                             FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes};
-        n = l->core->poll_batch(l->handle, 0, l->batch, FARCE_BATCH, &a);
-        l->fds.ndeferred = 0;
-        l->nwakes = 0;
-        if (a.reserved >= 0 && a.reserved <= FARCE_DEFERRED_WAITS) l->nreserve = a.reserved;
-        memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
-    } else if (l->core->poll_noting) {
-        /* the last batch's resume stamps: the core's wake-up latency histogram */
-        int last = l->batch_len;
-        n = l->core->poll_noting(l->handle, 0, l->batch, FARCE_BATCH, l->resumed_at, last);
-        memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
-    } else {
-        n = l->core->poll(l->handle, 0, l->batch, FARCE_BATCH);
-    }
+    /* the last batch's resume stamps (the core's wake-up latency
+     * histogram), the descriptor waits begun since, and the reserve of
+     * tokens for the next ones, all in the one call */
+    int last = l->batch_len;
+    farce_poll_args a = {l->resumed_at, last, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
+                         FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes};
+    n = farce_core_poll_batch(l->core, l->handle, l->batch, FARCE_BATCH, &a);
+    l->fds.ndeferred = 0;
+    l->nwakes = 0;
+    if (a.reserved >= 0 && a.reserved <= FARCE_DEFERRED_WAITS) l->nreserve = a.reserved;
+    memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
     l->batch_pos = l->batch_len = 0;
     if (n == 0 && block_ns == 0) {
         /* The io_uring driver defers submissions from a zero-timeout poll
@@ -297,22 +269,20 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
          * twice in a row (uring_linux.go). A zero-timeout select has no
          * next: the second call submits, so readiness armed in this very
          * call is seen (io-event's contract). */
-        n = l->core->poll(l->handle, 0, l->batch, FARCE_BATCH);
+        n = farce_core_poll_now(l->core, l->handle, l->batch, FARCE_BATCH);
     } else if (n == 0 && l->wake_pending) {
         l->wake_pending = 0; /* woken from another thread since the front end looked: no wait */
     } else if (n == 0) {
         /* the close scan must get its turn while descriptor waits are parked */
         if (l->fd_parked && (block_ns < 0 || block_ns > FARCE_CLOSE_SCAN_NS)) block_ns = FARCE_CLOSE_SCAN_NS;
-        struct blocking_poll a = {l->core, l->handle, block_ns, l->batch, FARCE_BATCH, 0};
         int64_t t0 = farce_monotonic_ns();
         l->in_kernel_wait = 1;
-        rb_nogvl(poll_body, &a, farce_write_wake, &l->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
+        n = farce_core_poll_blocking(l->core, l->handle, block_ns, l->batch, FARCE_BATCH, &l->wake_fd);
         l->in_kernel_wait = 0;
         l->slept = 1;
         int64_t slept = farce_monotonic_ns() - t0;
         l->idle_ns += slept;
         l->idle_duration = (double)slept / 1e9;
-        n = a.result;
         l->batch_len = n > 0 ? (int)n : 0;
         rb_thread_check_ints(); /* traps, Thread#raise, Timeout: may raise, the batch is kept */
     }
@@ -359,11 +329,6 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
 
 void farce_loop_wake(farce_loop *l, uint64_t token)
 {
-    if (!l->core->poll_batch) {
-        farce_stack_guard();
-        l->core->wake(l->handle, token);
-        return;
-    }
     if (l->nwakes == l->wakes_cap) {
         long cap = l->wakes_cap ? l->wakes_cap * 2 : 64;
         REALLOC_N(l->wakes, uint64_t, cap);
@@ -431,15 +396,13 @@ void farce_loop_io_close(farce_loop *l, VALUE target)
     if (!l->handle || l->closed || farce_loop_inert(l) || rb_thread_current() != l->thread) return;
     int fd = RB_INTEGER_TYPE_P(target) ? NUM2INT(target) : farce_io_fd_or_closed(rb_io_get_io(target));
     if (fd < 0 || fd >= l->fds.nfds || !l->fds.fds[fd].io) return;
-    farce_stack_guard();
-    farce_fd_table_forget(&l->fds, l->handle, fd);
+    farce_fd_table_forget(&l->fds, l->handle, fd); /* checks the stack: io_close runs on the closing fiber's */
 }
 
 VALUE farce_loop_stats(farce_loop *l)
 {
     int64_t v[FARCE_STAT_COUNT];
-    farce_stack_guard();
-    int64_t r = l->core->stats(l->handle, v, FARCE_STAT_COUNT);
+    int64_t r = farce_core_stats(l->core, l->handle, v, FARCE_STAT_COUNT);
     if (r < 0) farce_loop_raise(l, r, "stats");
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("backend")), l->backend);

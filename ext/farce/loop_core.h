@@ -29,7 +29,7 @@
 #include <unistd.h>
 #include <ruby.h>
 #include <ruby/io.h>
-#include "core_calls.h"
+#include "core_door.h"
 #include "core_loader.h"
 #include "fd_table.h"
 #include "ruby_io.h"
@@ -94,10 +94,10 @@ struct farce_loop {
     const farce_front_end *front;
     VALUE owner;               /* the front end's Ruby object (not marked: it owns this) */
     int64_t handle;            /* Go core handle; 0 before start and after release */
-    /* The copy of the core the handle belongs to (farce_core_current() at
-     * start; the process-wide table before). Every call goes through it, so
-     * an object of one fork generation never calls another's copy. */
-    const struct farce_core_api *core;
+    /* The copy of the core the handle belongs to (farce_core_load() at
+     * start; farce_core_none() before). Every call goes through it, so an
+     * object of one fork generation never calls another's copy. */
+    const farce_core_copy *core;
     int closed;
     int wake_fd;
     uint64_t fork_generation;  /* farce_fork_generation at creation: inert when it differs */
@@ -231,8 +231,8 @@ static inline void farce_loop_check_thread(farce_loop *l)
  * released for up to block_ns (< 0: no bound), capped by the close scan
  * while descriptor waits are parked. Runs the close scan. Returns the
  * count, or -EINTR after Ruby's interrupts ran (they may raise); raises on
- * core errors. A loop that may run on a fiber stack checks the stack first
- * (farce_stack_guard). */
+ * core errors, and SystemStackError before it enters Go on a stack that is
+ * nearly used up. */
 int64_t farce_loop_poll(farce_loop *l, int64_t block_ns);
 /* Takes the next finished wait of the batch taken by farce_loop_poll, in
  * order, skipping cancelled ones: clears its entry and stores it in *w with
@@ -244,7 +244,7 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result);
 static inline int farce_loop_batch_pending(const farce_loop *l) { return l->batch_pos < l->batch_len; }
 
 /* Completion operations and descriptor numbers. An operation the core
- * queued (farce_core_api.submit_op) reaches the kernel at the next poll,
+ * queued (farce_core_submit_op) reaches the kernel at the next poll,
  * and the kernel resolves its descriptor number only then; the fibers that
  * run before (and other threads, if the poll submitted it with the GVL
  * released) may close its IO meanwhile and open a file that gets the same

@@ -52,34 +52,19 @@ static int64_t monotonic_ns(void)
 
 /* ---- draining -------------------------------------------------------------- */
 
-struct drain_call {
-    const struct farce_core_api *core;
-    int64_t handle;
-    int64_t result;
-};
-
-static void *drain_body(void *p)
-{
-    struct drain_call *a = p;
-    a->result = a->core->drain_ops(a->handle, DRAIN_SLICE_NS);
-    return NULL;
-}
-
 /* Cancels every operation of handle and waits, GVL released, until the
  * kernel completed them all. Returns 0 when none is left (their memory may
  * be released), else a positive count or a negative code (-FARCE_E_THREAD:
  * another thread runs the ring): keep the pins. check_ints: run Ruby's
  * interrupts between calls (they may raise; nothing is released then). */
-static int64_t drain(const struct farce_core_api *core, int64_t handle, int *wake_fd, int check_ints)
+static int64_t drain(const farce_core_copy *core, int64_t handle, int *wake_fd, int check_ints)
 {
-    if (!core->drain_ops) return 0; /* a core without operations */
     int64_t deadline = monotonic_ns() + DRAIN_LIMIT_NS;
     for (;;) {
-        struct drain_call a = {core, handle, 0};
-        rb_nogvl(drain_body, &a, wake_fd ? farce_write_wake : NULL, wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
-        if (a.result == 0 || a.result == -FARCE_E_HANDLE) return 0;
-        if (a.result < 0 && a.result != -EINTR) return a.result;
-        if (monotonic_ns() > deadline) return a.result;
+        int64_t r = farce_core_drain_ops_blocking(core, handle, DRAIN_SLICE_NS, wake_fd);
+        if (r == 0 || r == -FARCE_E_HANDLE) return 0;
+        if (r < 0 && r != -EINTR) return r;
+        if (monotonic_ns() > deadline) return r;
         if (check_ints) rb_thread_check_ints();
     }
 }
@@ -102,7 +87,7 @@ void farce_loop_stop_ops(farce_loop *l)
 /* ---- the keeper ------------------------------------------------------------ */
 
 struct orphan {
-    const struct farce_core_api *core; /* the copy its handle belongs to */
+    const farce_core_copy *core;       /* the copy its handle belongs to */
     int64_t handle;
     uint64_t generation;               /* farce_fork_generation it was created in */
     int wake_fd;
@@ -210,7 +195,7 @@ void farce_release_orphans(void)
             orphans[kept++] = o; /* another thread's ring: keep the pins */
             continue;
         }
-        o.core->close(o.handle);
+        farce_core_close(o.core, o.handle);
         xfree(o.waits);
     }
     norphans = kept;

@@ -124,7 +124,6 @@ void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns)
     farce_loop_check_usable(l);
     l->stall_threshold_ns = threshold_ns > 0 ? threshold_ns : 0;
     if (!l->handle) return; /* farce_loop_start applies it */
-    if (!l->core->stall_watch) rb_raise(farce_eError, "farce's Go core predates farce_stall_watch: rebuild with `rake compile`");
     if (threshold_ns > 0 && install_handler() != 0) rb_raise(farce_eError, "cannot install the stall signal handler");
     if (!l->turns) {
         if (threshold_ns <= 0) return;
@@ -132,8 +131,7 @@ void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns)
         if (!l->turns) rb_raise(rb_eNoMemError, "stall detection: out of memory");
     }
     farce_stall_thread_changed(l);
-    farce_stack_guard();
-    int64_t r = l->core->stall_watch(l->handle, l->turns, threshold_ns, FARCE_STALL_SIGNAL);
+    int64_t r = farce_core_stall_watch(l->core, l->handle, l->turns, threshold_ns, FARCE_STALL_SIGNAL);
     if (r < 0) farce_loop_raise(l, r, "stall watch");
     if (threshold_ns > 0) watch_add(l);
     else farce_stall_forget(l);
