@@ -21,7 +21,6 @@
 #include "loop_core.h"
 #include "wait_table.h"
 #include "positional_io.h"
-#include "op_pins.h"
 #include "stall.h"
 
 static VALUE cScheduler;
@@ -279,7 +278,7 @@ static VALUE sched_run(VALUE self)
                  "not from a fiber the scheduler runs: it is not re-entrant");
     }
     s->running = s->loop.running = 1;
-    farce_stall_thread_changed(&s->loop);
+    farce_stall_thread_changed(&s->loop.stall);
     return rb_ensure(run_rescued, self, run_done, self);
 }
 
@@ -487,7 +486,7 @@ static VALUE sched_turn_check(VALUE self)
     /* Fiber.schedule outside the loop's turns (Farce.run's first fiber, a
      * spawner before `run`): application code runs on the loop's thread,
      * which the stall watchdog must see as a turn */
-    if (s->loop.turns && !s->loop.turns->active) farce_loop_turn_begins(&s->loop);
+    if (s->loop.stall.turns && !s->loop.stall.turns->active) farce_loop_turn_begins(&s->loop);
     farce_loop_turn_check(&s->loop);
     return Qnil;
 }

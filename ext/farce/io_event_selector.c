@@ -212,7 +212,7 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         return LONG2NUM(resumed);
     }
     /* the stall watchdog lives in the core: start it before fibers run */
-    if (!l->handle && l->stall_threshold_ns > 0 && ready_any(s)) farce_loop_start(l, NULL);
+    if (!l->handle && l->stall.threshold_ns > 0 && ready_any(s)) farce_loop_start(l, NULL);
     if (run_ready(s) || resumed) block_ns = 0;
     if (l->closed) return LONG2NUM(resumed);
     if (!l->handle) {

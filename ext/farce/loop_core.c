@@ -6,9 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "loop_core.h"
-#include "op_pins.h"
-#include "stall.h"
-#include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
 
 /* ---- errors ------------------------------------------------------------------ */
 
@@ -51,7 +48,7 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
     l->blocked = st_init_numtable();
     l->turn_budget_ns = FARCE_DEFAULT_TURN_BUDGET_NS;
     l->turn_started_ns = l->created_ns = farce_monotonic_ns();
-    l->stall_fiber = l->stall_backtrace = Qnil;
+    farce_stall_init(&l->stall, &l->thread);
 }
 
 void farce_loop_start_core(farce_loop *l, const char *backend)
@@ -86,8 +83,8 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     l->backend = ID2SYM(rb_intern(name));
     l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
     l->ops = farce_core_ops_supported(l->core, h);
-    if (l->ops) farce_op_loop_register(l);
-    if (l->stall_threshold_ns > 0) farce_loop_watch_stalls(l, l->stall_threshold_ns); /* asked for before the start */
+    if (l->ops) farce_op_pins_register(&l->pins, &l->waits, &l->nwaits, &l->ops_in_flight);
+    if (l->stall.threshold_ns > 0) farce_loop_watch_stalls(l, l->stall.threshold_ns); /* asked for before the start */
     RB_GC_GUARD(from_environment); /* backend points into it until here */
 }
 
@@ -110,9 +107,9 @@ int farce_loop_release(farce_loop *l)
         }
     }
     /* no more stall samples or reports; the core frees the turn state at close */
-    farce_stall_forget(l);
-    if (l->turns) __atomic_store_n(&l->turns->active, 0, __ATOMIC_RELEASE);
-    l->turns = NULL;
+    farce_stall_forget(&l->stall);
+    if (l->stall.turns) __atomic_store_n(&l->stall.turns->active, 0, __ATOMIC_RELEASE);
+    l->stall.turns = NULL;
     if (l->handle && !farce_loop_inert(l)) farce_core_close(l->core, l->handle);
     l->handle = 0;
     l->release_pending = 0;
@@ -140,7 +137,7 @@ int farce_loop_try_claim(farce_loop *l)
     if (current == l->thread) return 1;
     if (l->parked == 0 && l->ops_in_flight == 0 && !l->running && !l->in_kernel_wait) {
         l->thread = current;
-        farce_stall_thread_changed(l); /* the watchdog signals this thread now */
+        farce_stall_thread_changed(&l->stall); /* the watchdog signals this thread now */
         return 1;
     }
     return 0;
@@ -173,7 +170,7 @@ void farce_loop_mark(farce_loop *l)
     rb_gc_mark(l->thread);
     rb_gc_mark(l->backend);
     rb_gc_mark(l->fallback_reason);
-    farce_stall_mark(l);
+    farce_stall_mark(&l->stall);
     for (uint32_t i = 0; i < l->nwaits; i++) {
         if (l->waits[i].gen) {
             rb_gc_mark(l->waits[i].fiber); /* pinned: the blocked table is keyed by address */
@@ -184,12 +181,50 @@ void farce_loop_mark(farce_loop *l)
     for (long i = 0; i < l->nqueued_ops; i++) rb_gc_mark(l->queued_ops[i].io);
 }
 
+/* ---- completion operations' memory (the keeper: op_pins.c) ------------------- */
+
+int farce_loop_drain_ops(farce_loop *l, int check_ints)
+{
+    if (!l->ops || !l->handle || farce_loop_inert(l)) return 1;
+    return farce_op_pins_drain(l->core, l->handle, &l->wake_fd, check_ints) == 0;
+}
+
+void farce_loop_stop_ops(farce_loop *l)
+{
+    if (!l->ops_in_flight || !l->handle || farce_loop_inert(l) || rb_thread_current() != l->thread) return;
+    for (uint32_t i = 0; i < l->nwaits; i++) {
+        if (l->waits[i].gen && l->waits[i].kind == FARCE_WAIT_OP) l->waits[i].stopped = 1;
+    }
+    farce_loop_drain_ops(l, 0); /* what is left stays pinned, by the keeper */
+}
+
+/* From the free function: the handle, and the wait table if operations are
+ * in flight (the keeper marks its pins), go to the orphans. */
+static void loop_orphan(farce_loop *l)
+{
+    farce_op_pins_unregister(&l->pins);
+    if (!l->handle || farce_loop_inert(l)) return;
+    int moves = l->ops_in_flight > 0; /* the table goes with it */
+    if (farce_op_pins_orphan(l->core, l->handle, l->fork_generation, l->wake_fd, moves ? l->waits : NULL,
+                             moves ? l->nwaits : 0) != 0) {
+        /* out of memory in a free function: leak the handle, and the
+         * table if the kernel still uses its buffers (never a free) */
+        if (moves) l->waits = NULL;
+        return;
+    }
+    if (moves) {
+        l->waits = NULL;
+        l->nwaits = 0;
+    }
+    l->handle = 0;
+}
+
 void farce_loop_free(farce_loop *l)
 {
-    farce_stall_forget(l);
+    farce_stall_forget(&l->stall);
     /* turns: the core frees it when the orphaned handle is closed (farce_release_orphans) */
-    if (l->turns && !farce_loop_inert(l)) __atomic_store_n(&l->turns->active, 0, __ATOMIC_RELEASE);
-    farce_loop_orphan(l); /* the handle, and the wait table if operations are in flight */
+    if (l->stall.turns && !farce_loop_inert(l)) __atomic_store_n(&l->stall.turns->active, 0, __ATOMIC_RELEASE);
+    loop_orphan(l); /* the handle, and the wait table if operations are in flight */
     if (l->blocked) st_free_table(l->blocked);
     xfree(l->waits);
     xfree(l->wakes);
@@ -379,6 +414,33 @@ void farce_loop_give_turn(farce_loop *l)
     farce_loop_check_usable(l);
 }
 
+/* ---- stall detection (the state and the signal: stall.c) ------------------------- */
+
+void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns)
+{
+    farce_loop_check_usable(l);
+    l->stall.threshold_ns = threshold_ns > 0 ? threshold_ns : 0;
+    if (!l->handle) return; /* farce_loop_start applies it */
+    int e = farce_stall_prepare(&l->stall, threshold_ns);
+    if (e == -ENOMEM) rb_raise(rb_eNoMemError, "stall detection: out of memory");
+    if (e != 0) rb_raise(farce_eError, "cannot install the stall signal handler");
+    if (!l->stall.turns) return; /* off, and never on */
+    farce_stall_thread_changed(&l->stall);
+    int64_t r = farce_core_stall_watch(l->core, l->handle, l->stall.turns, threshold_ns, farce_stall_signal());
+    if (r < 0) farce_loop_raise(l, r, "stall watch");
+    farce_stall_watching(&l->stall, threshold_ns);
+}
+
+void farce_loop_report_stall(farce_loop *l)
+{
+    static ID id_report_stall;
+    VALUE fiber, backtrace;
+    double seconds;
+    if (!farce_stall_take_report(&l->stall, farce_monotonic_ns(), &fiber, &seconds, &backtrace)) return;
+    if (!id_report_stall) id_report_stall = rb_intern("__report_stall");
+    rb_funcall(l->owner, id_report_stall, 3, fiber, DBL2NUM(seconds), NIL_P(backtrace) ? rb_ary_new() : backtrace);
+}
+
 int64_t farce_turn_budget_ns(VALUE seconds)
 {
     if (NIL_P(seconds)) return 0;
@@ -425,8 +487,8 @@ VALUE farce_loop_stats(farce_loop *l)
     rb_hash_aset(h, ID2SYM(rb_intern("completion_ops_submitted")), LONG2NUM(l->ops_submitted));
     rb_hash_aset(h, ID2SYM(rb_intern("turn_budget")), l->turn_budget_ns > 0 ? DBL2NUM(l->turn_budget_ns / 1e9) : Qnil);
     rb_hash_aset(h, ID2SYM(rb_intern("turns_given")), LONG2NUM(l->turns_given));
-    rb_hash_aset(h, ID2SYM(rb_intern("stall_threshold")), l->stall_threshold_ns > 0 ? DBL2NUM(l->stall_threshold_ns / 1e9) : Qnil);
-    rb_hash_aset(h, ID2SYM(rb_intern("stalls")), LONG2NUM(l->stall_reports));
+    rb_hash_aset(h, ID2SYM(rb_intern("stall_threshold")), l->stall.threshold_ns > 0 ? DBL2NUM(l->stall.threshold_ns / 1e9) : Qnil);
+    rb_hash_aset(h, ID2SYM(rb_intern("stalls")), LONG2NUM(l->stall.reports));
     double total = (double)(farce_monotonic_ns() - l->created_ns) / 1e9, idle = (double)l->idle_ns / 1e9;
     if (idle > total) idle = total;
     rb_hash_aset(h, ID2SYM(rb_intern("idle_seconds")), DBL2NUM(idle));

@@ -31,29 +31,15 @@
 #include <ruby/io.h>
 #include "core_door.h"
 #include "core_loader.h"
+#include "clock.h"
 #include "fd_table.h"
+#include "op_pins.h"
+#include "stall.h"
+#include "wait_entry.h"
 #include "ruby_io.h"
 
 #define FARCE_BATCH 256                 /* fairness: completions taken from Go per poll */
 #define FARCE_CLOSE_SCAN_NS 50000000LL /* how often waited descriptors are checked for close */
-
-/* What a wait table entry parks. */
-enum farce_wait_kind {
-    FARCE_WAIT_NONE,  /* free */
-    FARCE_WAIT_FIBER, /* sleep, block, yield: resumed with the wait's result */
-    FARCE_WAIT_FD,    /* a descriptor wait; extra holds the events when they were ready at once */
-    FARCE_WAIT_ALARM, /* no fiber parked: raise extra ([class, *arguments]) in fiber when due */
-    FARCE_WAIT_OP,    /* a completion operation (io_uring) whose memory, extra, the kernel owns until reaped */
-};
-
-/* One entry of the wait table, indexed by the token's slot. */
-typedef struct {
-    uint32_t gen; /* generation of the token parked here; 0 when free */
-    uint8_t kind; /* enum farce_wait_kind */
-    uint8_t stopped; /* FARCE_WAIT_OP cancelled because its loop stopped (op_pins.c): wait for readiness instead */
-    VALUE fiber;
-    VALUE extra;
-} farce_wait;
 
 typedef struct farce_loop farce_loop;
 
@@ -132,8 +118,7 @@ struct farce_loop {
     long ops_submitted;          /* completion operations started (stats) */
     long ops_in_flight;          /* of which not reaped yet: their memory is the kernel's */
     int release_pending;         /* closed, but the release waits for the loop's thread (op_pins.c) */
-    int ops_registered;          /* on the keeper's list (op_pins.c) */
-    farce_loop *ops_next, *ops_prev;
+    farce_op_pins pins;          /* on the keeper's list while it can perform operations (op_pins.h) */
 
     /* Turns: the loop resumed a fiber at turn_started_ns; a fiber
      * that holds the loop past turn_budget_ns (0: no budget) gives it a
@@ -143,13 +128,7 @@ struct farce_loop {
     long turns_given;            /* turns given because the budget ran out (stats) */
     int turn_owed;               /* a transfer found the budget spent: the next hook gives the turn first */
 
-    /* Stall detection (stall.c): the turns as the core's watchdog sees them
-     * (NULL until detection is first turned on; then the core's memory). */
-    farce_turn_state *turns;
-    int64_t stall_threshold_ns;  /* 0: off */
-    int64_t stall_sampled_seq, stall_reported_seq;
-    long stall_reports;
-    VALUE stall_fiber, stall_backtrace; /* the sample of the current stall */
+    farce_stall stall;           /* stall detection (stall.h) */
 
     /* Load (stats): time since start and time spent in the kernel wait */
     int64_t created_ns;
@@ -195,7 +174,18 @@ int farce_loop_release(farce_loop *l);
 /* On the loop's thread, wherever the loop notices it was closed: completes
  * a release handed over by another thread. */
 void farce_loop_finish_release(farce_loop *l);
+/* Cancels every completion operation of the loop and waits (GVL released)
+ * until the kernel completed them. Returns 1 when none is left, 0 when
+ * some are (another thread runs the ring; their pins must stay). Owner
+ * thread only. check_ints: Ruby's interrupts run between waits (may raise). */
+int farce_loop_drain_ops(farce_loop *l, int check_ints);
+/* The loop stopped (run raised) with operations in flight: drain them now,
+ * and let their fibers wait for readiness instead when they run again. */
+void farce_loop_stop_ops(farce_loop *l);
 void farce_loop_mark(farce_loop *l);
+/* From the GC free function: the handle (and the wait table, when
+ * operations are in flight) wait for farce_release_orphans (op_pins.h);
+ * calls no Go. */
 void farce_loop_free(farce_loop *l);
 size_t farce_loop_memsize(const farce_loop *l);
 
@@ -286,13 +276,13 @@ VALUE farce_backend_names(void);
 /* The turn budget when none is given: see farce_loop_give_turn for the measurements. */
 #define FARCE_DEFAULT_TURN_BUDGET_NS 500000LL
 
-static inline int64_t farce_monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-void farce_stall_report(farce_loop *l);
+/* A turn ended in which the watchdog saw a stall: calls the owner's
+ * __report_stall(fiber, seconds, backtrace) once per stall. */
+void farce_loop_report_stall(farce_loop *l);
+/* Turns stall detection on (threshold_ns > 0) or off for the loop; raises
+ * Farce::Error when the core cannot watch. Before the core starts it is
+ * noted, and farce_loop_start turns it on. */
+void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns);
 /* The loop is about to switch to a fiber it took from its ready work: a new
  * turn starts (and is published for the stall watchdog). */
 static inline int64_t farce_loop_turn_begins(farce_loop *l)
@@ -300,7 +290,7 @@ static inline int64_t farce_loop_turn_begins(farce_loop *l)
     int64_t now = farce_monotonic_ns();
     l->turn_started_ns = now;
     l->turn_owed = 0;
-    farce_turn_state *ts = l->turns;
+    farce_turn_state *ts = l->stall.turns;
     if (ts) {
         __atomic_store_n(&ts->started_ns, now, __ATOMIC_RELAXED);
         __atomic_store_n(&ts->seq, ts->seq + 1, __ATOMIC_RELEASE);
@@ -312,10 +302,10 @@ static inline int64_t farce_loop_turn_begins(farce_loop *l)
  * stall the watchdog saw in it. */
 static inline void farce_loop_turn_ends(farce_loop *l)
 {
-    farce_turn_state *ts = l->turns;
+    farce_turn_state *ts = l->stall.turns;
     if (!ts || !ts->active) return;
     __atomic_store_n(&ts->active, 0, __ATOMIC_RELEASE);
-    if (__atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) == ts->seq) farce_stall_report(l);
+    if (__atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) == ts->seq) farce_loop_report_stall(l);
 }
 void farce_loop_give_turn(farce_loop *l);
 /* Budget in seconds (nil or 0: none) to nanoseconds; raises ArgumentError
@@ -347,8 +337,7 @@ static inline void farce_loop_turn_owed(farce_loop *l)
     if (RB_UNLIKELY(l->turn_owed)) farce_loop_give_turn(l);
 }
 
-/* Wakes the wait token names at the next poll (or now, with a core that
- * cannot take wakes with its poll). On the loop's thread only. */
+/* Wakes the wait token names at the next poll. On the loop's thread only. */
 void farce_loop_wake(farce_loop *l, uint64_t token);
 
 /* ---- small helpers --------------------------------------------------------- */
