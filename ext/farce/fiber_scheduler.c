@@ -494,7 +494,7 @@ static VALUE sched_turn_check(VALUE self)
 /* call-seq: __turn_budget=(seconds or nil) */
 static VALUE sched_set_turn_budget(VALUE self, VALUE seconds)
 {
-    sched_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);
+    sched_of(self)->loop.turns.budget_ns = farce_turn_budget_ns(seconds);
     return seconds;
 }
 

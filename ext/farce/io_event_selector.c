@@ -379,7 +379,7 @@ static int give_turn(farce_loop *l)
 /* call-seq: turn_budget -> seconds or nil (none) */
 static VALUE sel_turn_budget(VALUE self)
 {
-    int64_t ns = sel_of(self)->loop.turn_budget_ns;
+    int64_t ns = sel_of(self)->loop.turns.budget_ns;
     return ns > 0 ? DBL2NUM(ns / 1e9) : Qnil;
 }
 
@@ -388,7 +388,7 @@ static VALUE sel_turn_budget(VALUE self)
  * block gives the loop a turn first (default 0.5 ms; nil: never). */
 static VALUE sel_set_turn_budget(VALUE self, VALUE seconds)
 {
-    sel_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);
+    sel_of(self)->loop.turns.budget_ns = farce_turn_budget_ns(seconds);
     return seconds;
 }
 

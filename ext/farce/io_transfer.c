@@ -353,7 +353,7 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
                         enum farce_direction direction)
 {
     farce_loop_turn_owed(l); /* before any byte moves: an exception in the turn loses nothing */
-    int64_t turn = l->turn_started_ns;
+    int64_t turn = l->turns.started_ns;
     VALUE result = transfer(l, io, buffer, length_v, offset, from, direction);
     /* A transfer that never waits must not hold the loop (loop_core.c).
      * Checked once it is done, and only when no new turn began meanwhile
@@ -362,7 +362,7 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
      * four transfers park). A wait that did not park (ready at once, or
      * a blocking fiber) leaves the turn as it was: the check runs. The turn
      * is owed, not given here (farce_loop_turn_check_done). */
-    if (l->turn_started_ns == turn) farce_loop_turn_check_done(l);
+    if (l->turns.started_ns == turn) farce_loop_turn_check_done(l);
     return result;
 }
 

@@ -46,8 +46,8 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
     l->thread = rb_thread_current();
     l->backend = l->fallback_reason = Qnil;
     l->blocked = st_init_numtable();
-    l->turn_budget_ns = FARCE_DEFAULT_TURN_BUDGET_NS;
-    l->turn_started_ns = l->created_ns = farce_monotonic_ns();
+    l->turns.budget_ns = FARCE_DEFAULT_TURN_BUDGET_NS;
+    l->turns.started_ns = l->created_ns = farce_monotonic_ns();
     farce_stall_init(&l->stall, &l->thread);
 }
 
@@ -400,7 +400,7 @@ void farce_loop_wake(farce_loop *l, uint64_t token)
  */
 void farce_loop_give_turn_done(farce_loop *l)
 {
-    if (l->front->give_turn(l)) l->turns_given++;
+    if (l->front->give_turn(l)) l->turns.given++;
     /* where the front end could not give one (see its give_turn), the
      * check stays quiet for another budget */
     farce_loop_turn_begins(l);
@@ -485,8 +485,8 @@ VALUE farce_loop_stats(farce_loop *l)
     rb_hash_aset(h, ID2SYM(rb_intern("wakeup_max")), DBL2NUM(v[FARCE_STAT_WAKEUP_MAX_NS] / 1e9));
     rb_hash_aset(h, ID2SYM(rb_intern("completion_ops")), l->ops ? Qtrue : Qfalse);
     rb_hash_aset(h, ID2SYM(rb_intern("completion_ops_submitted")), LONG2NUM(l->ops_submitted));
-    rb_hash_aset(h, ID2SYM(rb_intern("turn_budget")), l->turn_budget_ns > 0 ? DBL2NUM(l->turn_budget_ns / 1e9) : Qnil);
-    rb_hash_aset(h, ID2SYM(rb_intern("turns_given")), LONG2NUM(l->turns_given));
+    rb_hash_aset(h, ID2SYM(rb_intern("turn_budget")), l->turns.budget_ns > 0 ? DBL2NUM(l->turns.budget_ns / 1e9) : Qnil);
+    rb_hash_aset(h, ID2SYM(rb_intern("turns_given")), LONG2NUM(l->turns.given));
     rb_hash_aset(h, ID2SYM(rb_intern("stall_threshold")), l->stall.threshold_ns > 0 ? DBL2NUM(l->stall.threshold_ns / 1e9) : Qnil);
     rb_hash_aset(h, ID2SYM(rb_intern("stalls")), LONG2NUM(l->stall.reports));
     double total = (double)(farce_monotonic_ns() - l->created_ns) / 1e9, idle = (double)l->idle_ns / 1e9;

@@ -35,6 +35,7 @@
 #include "fd_table.h"
 #include "op_pins.h"
 #include "stall.h"
+#include "turns.h"
 #include "wait_entry.h"
 #include "ruby_io.h"
 
@@ -120,13 +121,7 @@ struct farce_loop {
     int release_pending;         /* closed, but the release waits for the loop's thread (op_pins.c) */
     farce_op_pins pins;          /* on the keeper's list while it can perform operations (op_pins.h) */
 
-    /* Turns: the loop resumed a fiber at turn_started_ns; a fiber
-     * that holds the loop past turn_budget_ns (0: no budget) gives it a
-     * turn at its next hook that would not block. */
-    int64_t turn_started_ns;
-    int64_t turn_budget_ns;
-    long turns_given;            /* turns given because the budget ran out (stats) */
-    int turn_owed;               /* a transfer found the budget spent: the next hook gives the turn first */
+    farce_turns turns;           /* when the running fiber's turn began, its budget (turns.h) */
 
     farce_stall stall;           /* stall detection (stall.h) */
 
@@ -273,9 +268,6 @@ VALUE farce_backend_names(void);
 
 /* ---- turns ------------------------------------------------------------------ */
 
-/* The turn budget when none is given: see farce_loop_give_turn for the measurements. */
-#define FARCE_DEFAULT_TURN_BUDGET_NS 500000LL
-
 /* A turn ended in which the watchdog saw a stall: calls the owner's
  * __report_stall(fiber, seconds, backtrace) once per stall. */
 void farce_loop_report_stall(farce_loop *l);
@@ -288,8 +280,7 @@ void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns);
 static inline int64_t farce_loop_turn_begins(farce_loop *l)
 {
     int64_t now = farce_monotonic_ns();
-    l->turn_started_ns = now;
-    l->turn_owed = 0;
+    farce_turns_begin(&l->turns, now);
     farce_turn_state *ts = l->stall.turns;
     if (ts) {
         __atomic_store_n(&ts->started_ns, now, __ATOMIC_RELAXED);
@@ -316,9 +307,7 @@ int64_t farce_turn_budget_ns(VALUE seconds);
  * than the budget, the loop gets a turn first. */
 static inline void farce_loop_turn_check(farce_loop *l)
 {
-    if (l->turn_owed || (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns)) {
-        farce_loop_give_turn(l);
-    }
+    if (l->turns.owed || farce_turns_spent(&l->turns)) farce_loop_give_turn(l);
 }
 /* The same for a hook that has done its work and only returns (a transfer
  * that did not wait): the turn is owed, and given at the start of the
@@ -329,12 +318,12 @@ static inline void farce_loop_turn_check(farce_loop *l)
 void farce_loop_give_turn_done(farce_loop *l);
 static inline void farce_loop_turn_check_done(farce_loop *l)
 {
-    if (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns) l->turn_owed = 1;
+    if (farce_turns_spent(&l->turns)) l->turns.owed = 1;
 }
 /* A hook about to do work: the turn an earlier transfer owes, first. */
 static inline void farce_loop_turn_owed(farce_loop *l)
 {
-    if (RB_UNLIKELY(l->turn_owed)) farce_loop_give_turn(l);
+    if (RB_UNLIKELY(l->turns.owed)) farce_loop_give_turn(l);
 }
 
 /* Wakes the wait token names at the next poll. On the loop's thread only. */
