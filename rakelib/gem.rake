@@ -7,6 +7,7 @@
 #                     Ruby 3.1 (host), 3.2 and 4.0 (built, .ci/ruby-build),
 #                     3.3 and 3.4 (sid chroot) and the Go core, prebuilt;
 #                     installs with no Go and no compiler
+#                     (PLATFORM=aarch64-linux: the arm64 gem, rakelib/gem_aarch64.rake)
 #   rake gem:check    installs each into an empty GEM_HOME on each of those
 #                     (offline, and without Go for the native gem) and runs it
 #
@@ -47,6 +48,11 @@ namespace :gem do
 
   desc "Build pkg/farce-VERSION-#{NATIVE_PLATFORM}.gem for Ruby #{NATIVE_RUBIES.join(', ')} (no Go needed to install)"
   task :native do
+    # PLATFORM=aarch64-linux: the arm64 gem, cross-built (rakelib/gem_aarch64.rake)
+    platform = ENV.fetch("PLATFORM", NATIVE_PLATFORM)
+    next Rake::Task["gem:native_aarch64"].invoke if platform == AARCH64_PLATFORM
+    raise "PLATFORM=#{platform}: gem:native builds #{NATIVE_PLATFORM} or #{AARCH64_PLATFORM}" unless platform == NATIVE_PLATFORM
+
     Dir.chdir(ROOT) do
       NATIVE_RUBIES.each do |v|
         # Each Ruby builds its extension into lib/farce/<v>/ (3.3 and 3.4 in
