@@ -51,12 +51,11 @@
 #define MFD_EXEC 0x0010U /* Linux 6.3: ask for an executable memfd when vm.memfd_noexec=1 */
 #endif
 
-struct farce_core_api farce_core;
 volatile uint64_t farce_fork_generation;
 
 /* One loaded library: the process's first load, or a copy in a child. */
 struct core_copy {
-    struct farce_core_api api;
+    farce_core_copy *calls; /* its function table (core_door.c) */
     void *handle;
     uint64_t generation;   /* farce_fork_generation it was loaded in */
     pid_t pid;             /* process that loaded it */
@@ -77,56 +76,10 @@ static int runtimes_mapped;       /* Go runtimes mapped here: inherited ones plu
 static char *failure;
 static uint64_t failure_generation;
 
-/* ---- the table before a load, and in a child until it loads its own ------ *
- * Every entry answers "unknown handle": a stray call from an object
- * inherited through fork gets an error, never a call into the parent's
- * runtime (whose threads did not survive the fork: it hangs). */
-static int64_t none_abi(void) { return 0; }
-static int64_t none_new(const char *b, char *n, int nl, char *reason, int rl, int *w)
-{
-    if (reason && rl > 0) snprintf(reason, (size_t)rl, "farce's Go core is not loaded in this process");
-    return -FARCE_E_HANDLE;
-}
-static int64_t none_h(int64_t h) { return -FARCE_E_HANDLE; }
-static void none_last_error(int64_t h, char *buf, int len)
-{
-    if (buf && len > 0) snprintf(buf, (size_t)len, "a scheduler inherited through fork (its core is the parent's)");
-}
-static int64_t none_wait_fd(int64_t h, int fd, uint32_t e, int64_t t, int k, uint64_t *tok) { return -FARCE_E_HANDLE; }
-static int64_t none_park(int64_t h, int64_t t, uint64_t *tok) { return -FARCE_E_HANDLE; }
-static int64_t none_yield(int64_t h, uint64_t *tok) { return -FARCE_E_HANDLE; }
-static int64_t none_token(int64_t h, uint64_t tok) { return -FARCE_E_HANDLE; }
-static int64_t none_fd(int64_t h, int fd) { return -FARCE_E_HANDLE; }
-static int64_t none_poll(int64_t h, int64_t b, farce_completion *o, int c) { return -FARCE_E_HANDLE; }
-static int64_t none_poll_noting(int64_t h, int64_t b, farce_completion *o, int c, int64_t *r, int nr)
-{
-    return -FARCE_E_HANDLE;
-}
-static int64_t none_stall_watch(int64_t h, farce_turn_state *st, int64_t t, int signo) { return -FARCE_E_HANDLE; }
-static int64_t none_stats(int64_t h, int64_t *o, int n) { return -FARCE_E_HANDLE; }
-static int64_t none_submit(int64_t h, int k, int fd, uint64_t p, uint64_t l, int64_t off, uint64_t *tok)
-{
-    return -FARCE_E_HANDLE;
-}
-
-static int64_t none_drain(int64_t h, int64_t timeout_ns) { return -FARCE_E_HANDLE; }
-static int64_t none_backends(char *buf, int len) { return -FARCE_E_HANDLE; }
-static int64_t none_probe(int fd, uint32_t events) { return -FARCE_E_HANDLE; }
-
-static const struct farce_core_api no_core = {
-    .abi = none_abi, .new_ = none_new, .close = none_h, .last_error = none_last_error, .wait_fd = none_wait_fd,
-    .park = none_park, .yield = none_yield, .yield_last = none_yield, .poll_noting = none_poll_noting,
-    .stall_watch = none_stall_watch, .wake = none_token, .cancel = none_token, .forget_fd = none_fd,
-    .poll = none_poll, .stats = none_stats, .ops_supported = none_h, .submit_op = none_submit,
-    .cancel_op = none_token, .ops_in_flight = none_h, .drain_ops = none_drain, .backends = none_backends,
-    .probe = none_probe,
-};
-
 static void atfork_child(void)
 {
     farce_fork_generation++;
     current = NULL;
-    farce_core = no_core;
 }
 
 static VALUE core_info(VALUE mod);
@@ -134,7 +87,6 @@ static void atfork_prepare(void);
 
 void farce_core_loader_init(void)
 {
-    farce_core = no_core;
     pthread_atfork(atfork_prepare, NULL, atfork_child);
     rb_define_singleton_method(rb_define_module("Farce"), "core_info", core_info, 0);
 }
@@ -142,8 +94,6 @@ void farce_core_loader_init(void)
 int farce_core_loaded(void) { return current != NULL; }
 
 uint64_t farce_core_generation(void) { return current ? current->generation : UINT64_MAX; }
-
-const struct farce_core_api *farce_core_current(void) { return current ? &current->api : NULL; }
 
 /* The core sits next to this extension unless FARCE_CORE_LIBRARY says otherwise. */
 static void core_path(char *buf, size_t len)
@@ -210,12 +160,6 @@ static void reason_add(struct reasons *r, const char *fmt, ...)
 
 enum open_result { OPENED, OPEN_REFUSED, OPEN_BROKEN };
 
-#define RESOLVE(field, symbol)                                               \
-    do {                                                                     \
-        *(void **)&c->api.field = dlsym(handle, symbol);                     \
-        if (!c->api.field) missing = symbol;                                 \
-    } while (0)
-
 /* Opens `file` and starts its runtime. OPEN_REFUSED: dlopen failed (another
  * place may work; the reason is added). OPEN_BROKEN: the library is not one
  * this extension can use (message in broken). */
@@ -238,41 +182,8 @@ static enum open_result open_core(struct core_copy *c, const char *file, struct 
         return OPEN_REFUSED;
     }
     const char *missing = NULL;
-    RESOLVE(abi, "farce_core_abi");
-    RESOLVE(new_, "farce_new");
-    RESOLVE(close, "farce_close");
-    RESOLVE(last_error, "farce_last_error");
-    RESOLVE(wait_fd, "farce_wait_fd");
-    RESOLVE(park, "farce_park");
-    RESOLVE(yield, "farce_yield");
-    RESOLVE(wake, "farce_wake");
-    RESOLVE(cancel, "farce_cancel");
-    RESOLVE(forget_fd, "farce_forget_fd");
-    RESOLVE(poll, "farce_poll");
-    RESOLVE(stats, "farce_stats");
-    RESOLVE(backends, "farce_backends");
-    RESOLVE(probe, "farce_probe");
-    *(void **)&c->api.yield_last = dlsym(handle, "farce_yield_last");
-    *(void **)&c->api.stall_watch = dlsym(handle, "farce_stall_watch");
-    *(void **)&c->api.poll_noting = dlsym(handle, "farce_poll_noting");
-    *(void **)&c->api.poll_batch = dlsym(handle, "farce_poll_batch");
-    *(void **)&c->api.bind_waits = dlsym(handle, "farce_bind_waits");
-    if (!c->api.bind_waits) c->api.poll_batch = NULL; /* one without the other is no use */
-    *(void **)&c->api.ops_supported = dlsym(handle, "farce_ops_supported");
-    *(void **)&c->api.submit_op = dlsym(handle, "farce_submit_op");
-    *(void **)&c->api.cancel_op = dlsym(handle, "farce_cancel_op");
-    *(void **)&c->api.ops_in_flight = dlsym(handle, "farce_ops_in_flight");
-    *(void **)&c->api.drain_ops = dlsym(handle, "farce_drain_ops");
-    /* Completion operations only with a way to drain them: a core that
-     * cannot say when the kernel is done with their memory gets none. */
-    if (!c->api.ops_supported || !c->api.submit_op || !c->api.cancel_op || !c->api.ops_in_flight ||
-        !c->api.drain_ops) {
-        c->api.ops_supported = NULL;
-        c->api.submit_op = NULL;
-        c->api.cancel_op = NULL;
-        c->api.ops_in_flight = NULL;
-        c->api.drain_ops = NULL;
-    }
+    c->calls = farce_core_resolve(handle, &missing);
+    if (!c->calls && !missing) missing = "memory for its function table";
     if (missing) {
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         /* never dlclose a Go library: the runtime cannot be unloaded */
@@ -281,20 +192,19 @@ static enum open_result open_core(struct core_copy *c, const char *file, struct 
     }
     /* The first call waits until the runtime finished starting its threads,
      * all of them with the mask blocked above. */
-    c->abi = c->api.abi();
+    c->abi = farce_core_abi_of(c->calls);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     clear_handler_mask(SIGSEGV);
     clear_handler_mask(SIGBUS);
     c->handle = handle;
     runtimes_mapped++;
-    if (c->abi != 1) {
-        snprintf(broken, blen, "farce's Go core at %s speaks ABI %lld, this extension 1: rebuild with `rake compile`",
-                 c->source, (long long)c->abi);
+    if (c->abi != FARCE_CORE_ABI) {
+        snprintf(broken, blen, "farce's Go core at %s speaks ABI %lld, this extension %d: rebuild with `rake compile`",
+                 c->source, (long long)c->abi, FARCE_CORE_ABI);
         return OPEN_BROKEN;
     }
     /* Each generation's handles in a range of their own (see export.go). */
-    int64_t (*set_base)(int64_t) = (int64_t (*)(int64_t))dlsym(handle, "farce_set_handle_base");
-    if (set_base) set_base((int64_t)(c->generation & 0x7fffff) << 40);
+    farce_core_set_handle_base(c->calls, (int64_t)(c->generation & 0x7fffff) << 40);
     return OPENED;
 }
 
@@ -568,9 +478,9 @@ void farce_core_check_usable(void)
     if (!current && failure && failure_generation == farce_fork_generation) rb_raise(farce_eError, "%s", failure);
 }
 
-void farce_core_load(void)
+const farce_core_copy *farce_core_load(void)
 {
-    if (current) return;
+    if (current) return current->calls;
 
     struct core_copy *c = calloc(1, sizeof(*c)); /* never freed: the library it names is never unloaded */
     if (!c) rb_raise(rb_eNoMemError, "farce: cannot allocate the core's table");
@@ -631,8 +541,8 @@ void farce_core_load(void)
         raise_failure(broken);
     }
     c->load_seconds = seconds_since(&t0);
-    farce_core = c->api;
     current = c;
+    return c->calls;
 }
 
 /* call-seq: Farce.core_info -> Hash

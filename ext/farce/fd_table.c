@@ -27,7 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "fd_table.h"
-#include "core_calls.h"
+#include "core_door.h"
 #include "ruby_io.h"
 
 static ID id_aref, id_aset;
@@ -108,10 +108,9 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
     /* two IOs, one open descriptor (for_fd, autoclose off) */
     int shared = io_alive(t, f) && f->io != io && farce_io_fd_or_closed(f->io) == fd;
     if (f->io && !shared && handle) { /* no handle: no core yet, nothing registered there */
-        farce_stack_guard();
         if (t->ndeferred) farce_fd_table_start_deferred(t, handle);
-        int64_t r = t->core->forget_fd(handle, fd);
-        if (r < 0) farce_raise_core_error(t->core, handle, r, "forget descriptor", backend);
+        int64_t r = farce_core_forget_fd(t->core, handle, fd);
+        if (r < 0) farce_core_raise(t->core, handle, r, "forget descriptor", backend);
     }
     VALUE id = rb_obj_id(io);
     VALUE alive = weak_map(t); /* first: it also sets id_aset */
@@ -147,17 +146,17 @@ void farce_fd_table_forget_closed(farce_fd_table *t, int64_t handle)
 void farce_fd_table_forget(farce_fd_table *t, int64_t handle, int fd)
 {
     if (handle) {
-        farce_stack_guard(); /* io_close runs on the closing fiber's stack */
+        /* both check the stack: io_close runs on the closing fiber's */
         if (t->ndeferred) farce_fd_table_start_deferred(t, handle);
-        t->core->forget_fd(handle, fd);
+        farce_core_forget_fd(t->core, handle, fd);
     }
     if (fd >= 0 && fd < t->nfds) memset(&t->fds[fd], 0, sizeof(farce_fd_ent));
 }
 
 void farce_fd_table_start_deferred(farce_fd_table *t, int64_t handle)
 {
-    if (!handle || !t->core->bind_waits) return;
-    if (t->core->bind_waits(handle, t->deferred, t->ndeferred) == 0) t->ndeferred = 0;
+    if (!handle) return;
+    if (farce_core_bind_waits(t->core, handle, t->deferred, t->ndeferred) == 0) t->ndeferred = 0;
 }
 
 void farce_fd_table_mark(const farce_fd_table *t)

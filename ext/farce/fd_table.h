@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 #include <ruby.h>
-#include "core_loader.h"
+#include "core_door.h"
 
 typedef struct {
     VALUE io;         /* the IO object last waited on with this number: NOT marked (see fd_table.c) */
@@ -34,7 +34,7 @@ typedef struct {
     farce_fd_wait deferred[FARCE_DEFERRED_WAITS];
     int ndeferred;
     VALUE alive; /* ObjectSpace::WeakMap: object id => IO, while the IO lives (marked) */
-    const struct farce_core_api *core; /* the core copy the loop's handle belongs to */
+    const farce_core_copy *core; /* the core copy the loop's handle belongs to */
 } farce_fd_table;
 
 /* Descriptor numbers the table accepts: the Go core's bound. A larger one
@@ -54,7 +54,8 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
  * waiters. Ruby before 4.0 tells a scheduler nothing when an IO is closed. */
 void farce_fd_table_forget_closed(farce_fd_table *t, int64_t handle);
 
-/* Drops fd (io_close): its waiters wake with IOError at once. */
+/* Drops fd (io_close): its waiters wake with IOError at once. Checks the
+ * stack before it calls the core (core_door.h). */
 void farce_fd_table_forget(farce_fd_table *t, int64_t handle, int fd);
 
 /* Starts the deferred waits now (farce_bind_waits) instead of at the next

@@ -21,7 +21,6 @@
 #include "loop_core.h"
 #include "wait_table.h"
 #include "positional_io.h"
-#include "op_pins.h"
 #include "stall.h"
 
 static VALUE cScheduler;
@@ -279,7 +278,7 @@ static VALUE sched_run(VALUE self)
                  "not from a fiber the scheduler runs: it is not re-entrant");
     }
     s->running = s->loop.running = 1;
-    farce_stall_thread_changed(&s->loop);
+    farce_stall_thread_changed(&s->loop.stall);
     return rb_ensure(run_rescued, self, run_done, self);
 }
 
@@ -408,9 +407,7 @@ static VALUE sched_stats(VALUE self)
 static void yield_fiber(farce_sched *s, int last)
 {
     uint64_t token = 0;
-    farce_stack_guard();
-    const struct farce_core_api *core = s->loop.core;
-    int64_t r = last && core->yield_last ? core->yield_last(s->loop.handle, &token) : core->yield(s->loop.handle, &token);
+    int64_t r = farce_core_yield(s->loop.core, s->loop.handle, last, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "yield");
     farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qundef);
 }
@@ -489,7 +486,7 @@ static VALUE sched_turn_check(VALUE self)
     /* Fiber.schedule outside the loop's turns (Farce.run's first fiber, a
      * spawner before `run`): application code runs on the loop's thread,
      * which the stall watchdog must see as a turn */
-    if (s->loop.turns && !s->loop.turns->active) farce_loop_turn_begins(&s->loop);
+    if (s->loop.stall.turns && !s->loop.stall.turns->active) farce_loop_turn_begins(&s->loop);
     farce_loop_turn_check(&s->loop);
     return Qnil;
 }
@@ -497,7 +494,7 @@ static VALUE sched_turn_check(VALUE self)
 /* call-seq: __turn_budget=(seconds or nil) */
 static VALUE sched_set_turn_budget(VALUE self, VALUE seconds)
 {
-    sched_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);
+    sched_of(self)->loop.turns.budget_ns = farce_turn_budget_ns(seconds);
     return seconds;
 }
 
@@ -603,8 +600,8 @@ static VALUE sched_kernel_sleep(int argc, VALUE *argv, VALUE self)
     /* untimed (Mutex#sleep, ConditionVariable#wait): no call into Go */
     uint64_t token = tmo < 0 ? farce_loop_defer_park(&s->loop) : 0;
     if (!token) {
-        farce_stack_guard();
-        int64_t r = tmo == 0 ? s->loop.core->yield(s->loop.handle, &token) : s->loop.core->park(s->loop.handle, tmo, &token);
+        int64_t r = tmo == 0 ? farce_core_yield(s->loop.core, s->loop.handle, 0, &token)
+                             : farce_core_park(s->loop.core, s->loop.handle, tmo, &token);
         if (r < 0) farce_loop_raise(&s->loop, r, "sleep");
     }
     /* registered for unblock: Mutex#sleep and ConditionVariable#wait park in
@@ -633,8 +630,7 @@ static VALUE sched_block(int argc, VALUE *argv, VALUE self)
     if (token) {
         result = farce_loop_park_parkable(&s->loop, token, FARCE_WAIT_FIBER, blocker);
     } else {
-        farce_stack_guard();
-        int64_t r = s->loop.core->park(s->loop.handle, tmo, &token);
+        int64_t r = farce_core_park(s->loop.core, s->loop.handle, tmo, &token);
         if (r < 0) farce_loop_raise(&s->loop, r, "block");
         result = farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, blocker); /* refuses a fiber that cannot park */
     }
@@ -676,8 +672,7 @@ static VALUE sched_alarm(VALUE self, VALUE fiber, VALUE seconds, VALUE klass, VA
     int64_t tmo = farce_timeout_ns(seconds);
     Check_Type(args, T_ARRAY);
     uint64_t token = 0;
-    farce_stack_guard();
-    int64_t r = s->loop.core->park(s->loop.handle, tmo, &token);
+    int64_t r = farce_core_park(s->loop.core, s->loop.handle, tmo, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "timeout");
     farce_wait *e = farce_loop_wait_at(&s->loop, farce_token_slot(token));
     e->gen = farce_token_gen(token);
@@ -697,8 +692,7 @@ static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
     if (slot < l->nwaits && l->waits[slot].gen == farce_token_gen(token) && l->waits[slot].kind == FARCE_WAIT_ALARM) {
         memset(&l->waits[slot], 0, sizeof(farce_wait));
         if (live(s)) {
-            farce_stack_guard();
-            l->core->cancel(l->handle, token);
+            farce_core_cancel(l->core, l->handle, token);
         }
     }
     return Qnil;
@@ -771,9 +765,7 @@ static VALUE sched_select_ready(VALUE self, VALUE io, VALUE events)
     int ev = NUM2INT(events) & (RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE), got = 0;
     if ((ev & RUBY_IO_READABLE) && rb_io_read_pending(fptr)) got |= RUBY_IO_READABLE;
     if (!(ev & ~got)) return INT2NUM(got);
-    if (!s->loop.core->probe) rb_raise(farce_eError, "farce's Go core predates farce_probe: rebuild with `rake compile`");
-    farce_stack_guard();
-    int64_t r = s->loop.core->probe(farce_io_descriptor(io), (uint32_t)(ev & ~got));
+    int64_t r = farce_core_probe(s->loop.core, farce_io_descriptor(io), (uint32_t)(ev & ~got));
     if (r == -EBADF) rb_raise(rb_eIOError, "closed stream");
     if (r < 0) farce_loop_raise(&s->loop, r, "IO.select");
     if (r > 0) got |= (int)r & ev;

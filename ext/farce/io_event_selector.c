@@ -212,7 +212,7 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         return LONG2NUM(resumed);
     }
     /* the stall watchdog lives in the core: start it before fibers run */
-    if (!l->handle && l->stall_threshold_ns > 0 && ready_any(s)) farce_loop_start(l, NULL);
+    if (!l->handle && l->stall.threshold_ns > 0 && ready_any(s)) farce_loop_start(l, NULL);
     if (run_ready(s) || resumed) block_ns = 0;
     if (l->closed) return LONG2NUM(resumed);
     if (!l->handle) {
@@ -221,7 +221,6 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
         if (block_ns == 0 || ready_any(s)) return LONG2NUM(resumed);
         farce_loop_start(l, NULL);
     }
-    farce_stack_guard(); /* Async's loop may run on a fiber stack */
     /* a few full batches before timers and the ready list get a turn */
     for (int round = 0; round < 4; round++) {
         int64_t n = farce_loop_poll(l, round == 0 && !ready_any(s) ? block_ns : 0);
@@ -380,7 +379,7 @@ static int give_turn(farce_loop *l)
 /* call-seq: turn_budget -> seconds or nil (none) */
 static VALUE sel_turn_budget(VALUE self)
 {
-    int64_t ns = sel_of(self)->loop.turn_budget_ns;
+    int64_t ns = sel_of(self)->loop.turns.budget_ns;
     return ns > 0 ? DBL2NUM(ns / 1e9) : Qnil;
 }
 
@@ -389,7 +388,7 @@ static VALUE sel_turn_budget(VALUE self)
  * block gives the loop a turn first (default 0.5 ms; nil: never). */
 static VALUE sel_set_turn_budget(VALUE self, VALUE seconds)
 {
-    sel_of(self)->loop.turn_budget_ns = farce_turn_budget_ns(seconds);
+    sel_of(self)->loop.turns.budget_ns = farce_turn_budget_ns(seconds);
     return seconds;
 }
 

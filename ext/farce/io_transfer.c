@@ -201,7 +201,7 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
     int op = direction == FARCE_READ ? FARCE_OP_READ : FARCE_OP_WRITE;
     farce_loop_op_room(l); /* may raise: not between the submission and the park, nor with the hold taken */
     int held = farce_buffer_hold(buffer); /* from here, every way out gives it back */
-    int64_t r = l->core->submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
+    int64_t r = farce_core_submit_op(l->core, l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
     if (r < 0) {
         farce_buffer_release(buffer, held);
         if (r == -EAGAIN) return r; /* the caller waits for readiness instead */
@@ -354,7 +354,7 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
                         enum farce_direction direction)
 {
     farce_loop_turn_owed(l); /* before any byte moves: an exception in the turn loses nothing */
-    int64_t turn = l->turn_started_ns;
+    int64_t turn = l->turns.started_ns;
     VALUE result = transfer(l, io, buffer, length_v, offset, from, direction);
     /* A transfer that never waits must not hold the loop (loop_core.c).
      * Checked once it is done, and only when no new turn began meanwhile
@@ -363,7 +363,7 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
      * four transfers park). A wait that did not park (ready at once, or
      * a blocking fiber) leaves the turn as it was: the check runs. The turn
      * is owed, not given here (farce_loop_turn_check_done). */
-    if (l->turn_started_ns == turn) farce_loop_turn_check_done(l);
+    if (l->turns.started_ns == turn) farce_loop_turn_check_done(l);
     return result;
 }
 

@@ -6,15 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "loop_core.h"
-#include "op_pins.h"
-#include "stall.h"
-#include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
 
 /* ---- errors ------------------------------------------------------------------ */
 
 void farce_loop_raise(const farce_loop *l, int64_t code, const char *what)
 {
-    farce_raise_core_error(l->core, l->handle, code, what, l->backend);
+    farce_core_raise(l->core, l->handle, code, what, l->backend);
 }
 
 int64_t farce_timeout_ns(VALUE timeout)
@@ -29,10 +26,9 @@ int64_t farce_timeout_ns(VALUE timeout)
 
 VALUE farce_backend_names(void)
 {
-    farce_core_load();
-    if (!farce_core.backends) rb_raise(farce_eError, "farce's Go core predates farce_backends: rebuild with `rake compile`");
+    const farce_core_copy *core = farce_core_load();
     char buf[256] = "";
-    farce_core.backends(buf, sizeof(buf));
+    farce_core_backends(core, buf, sizeof(buf));
     VALUE names = rb_ary_new();
     for (char *name = strtok(buf, ", "); name; name = strtok(NULL, ", ")) rb_ary_push(names, ID2SYM(rb_intern(name)));
     return rb_ary_freeze(names);
@@ -45,23 +41,22 @@ void farce_loop_init(farce_loop *l, const farce_front_end *front, VALUE owner)
     l->front = front;
     l->owner = owner;
     l->wake_fd = -1;
-    l->core = l->fds.core = &farce_core; /* until start: "no core" in a child, so every call fails safely */
+    l->core = l->fds.core = farce_core_none(); /* until start: every call fails safely */
     l->fork_generation = farce_fork_generation;
     l->thread = rb_thread_current();
     l->backend = l->fallback_reason = Qnil;
     l->blocked = st_init_numtable();
-    l->turn_budget_ns = FARCE_DEFAULT_TURN_BUDGET_NS;
-    l->turn_started_ns = l->created_ns = farce_monotonic_ns();
-    l->stall_fiber = l->stall_backtrace = Qnil;
+    l->turns.budget_ns = FARCE_DEFAULT_TURN_BUDGET_NS;
+    l->turns.started_ns = l->created_ns = farce_monotonic_ns();
+    farce_stall_init(&l->stall, &l->thread);
 }
 
 void farce_loop_start_core(farce_loop *l, const char *backend)
 {
     if (l->handle) return;
     if (l->closed) farce_loop_check_usable(l);
-    farce_stack_guard();
-    farce_core_load();
-    l->core = l->fds.core = farce_core_current();
+    farce_stack_guard(); /* before the load, whose first call starts Go's runtime */
+    l->core = l->fds.core = farce_core_load();
     farce_release_orphans();
     VALUE from_environment = Qnil;
     if (!backend) {
@@ -74,7 +69,7 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     }
     char name[64] = "", reason[512] = "";
     int wake_fd = -1;
-    int64_t h = l->core->new_(backend, name, sizeof(name), reason, sizeof(reason), &wake_fd);
+    int64_t h = farce_core_new(l->core, backend, name, sizeof(name), reason, sizeof(reason), &wake_fd);
     if (h == -FARCE_E_ARGUMENT) {
         VALUE names = farce_backend_names(), list = rb_str_new_cstr("");
         for (long i = 0; i < RARRAY_LEN(names); i++) {
@@ -87,9 +82,9 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     l->wake_fd = wake_fd;
     l->backend = ID2SYM(rb_intern(name));
     l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
-    l->ops = l->core->ops_supported && l->core->ops_supported(h) == 1;
-    if (l->ops) farce_op_loop_register(l);
-    if (l->stall_threshold_ns > 0) farce_loop_watch_stalls(l, l->stall_threshold_ns); /* asked for before the start */
+    l->ops = farce_core_ops_supported(l->core, h);
+    if (l->ops) farce_op_pins_register(&l->pins, &l->waits, &l->nwaits, &l->ops_in_flight);
+    if (l->stall.threshold_ns > 0) farce_loop_watch_stalls(l, l->stall.threshold_ns); /* asked for before the start */
     RB_GC_GUARD(from_environment); /* backend points into it until here */
 }
 
@@ -112,10 +107,10 @@ int farce_loop_release(farce_loop *l)
         }
     }
     /* no more stall samples or reports; the core frees the turn state at close */
-    farce_stall_forget(l);
-    if (l->turns) __atomic_store_n(&l->turns->active, 0, __ATOMIC_RELEASE);
-    l->turns = NULL;
-    if (l->handle && !farce_loop_inert(l)) l->core->close(l->handle);
+    farce_stall_forget(&l->stall);
+    if (l->stall.turns) __atomic_store_n(&l->stall.turns->active, 0, __ATOMIC_RELEASE);
+    l->stall.turns = NULL;
+    if (l->handle && !farce_loop_inert(l)) farce_core_close(l->core, l->handle);
     l->handle = 0;
     l->release_pending = 0;
     l->ops_in_flight = 0;
@@ -142,7 +137,7 @@ int farce_loop_try_claim(farce_loop *l)
     if (current == l->thread) return 1;
     if (l->parked == 0 && l->ops_in_flight == 0 && !l->running && !l->in_kernel_wait) {
         l->thread = current;
-        farce_stall_thread_changed(l); /* the watchdog signals this thread now */
+        farce_stall_thread_changed(&l->stall); /* the watchdog signals this thread now */
         return 1;
     }
     return 0;
@@ -175,7 +170,7 @@ void farce_loop_mark(farce_loop *l)
     rb_gc_mark(l->thread);
     rb_gc_mark(l->backend);
     rb_gc_mark(l->fallback_reason);
-    farce_stall_mark(l);
+    farce_stall_mark(&l->stall);
     for (uint32_t i = 0; i < l->nwaits; i++) {
         if (l->waits[i].gen) {
             rb_gc_mark(l->waits[i].fiber); /* pinned: the blocked table is keyed by address */
@@ -186,12 +181,50 @@ void farce_loop_mark(farce_loop *l)
     for (long i = 0; i < l->nqueued_ops; i++) rb_gc_mark(l->queued_ops[i].io);
 }
 
+/* ---- completion operations' memory (the keeper: op_pins.c) ------------------- */
+
+int farce_loop_drain_ops(farce_loop *l, int check_ints)
+{
+    if (!l->ops || !l->handle || farce_loop_inert(l)) return 1;
+    return farce_op_pins_drain(l->core, l->handle, &l->wake_fd, check_ints) == 0;
+}
+
+void farce_loop_stop_ops(farce_loop *l)
+{
+    if (!l->ops_in_flight || !l->handle || farce_loop_inert(l) || rb_thread_current() != l->thread) return;
+    for (uint32_t i = 0; i < l->nwaits; i++) {
+        if (l->waits[i].gen && l->waits[i].kind == FARCE_WAIT_OP) l->waits[i].stopped = 1;
+    }
+    farce_loop_drain_ops(l, 0); /* what is left stays pinned, by the keeper */
+}
+
+/* From the free function: the handle, and the wait table if operations are
+ * in flight (the keeper marks its pins), go to the orphans. */
+static void loop_orphan(farce_loop *l)
+{
+    farce_op_pins_unregister(&l->pins);
+    if (!l->handle || farce_loop_inert(l)) return;
+    int moves = l->ops_in_flight > 0; /* the table goes with it */
+    if (farce_op_pins_orphan(l->core, l->handle, l->fork_generation, l->wake_fd, moves ? l->waits : NULL,
+                             moves ? l->nwaits : 0) != 0) {
+        /* out of memory in a free function: leak the handle, and the
+         * table if the kernel still uses its buffers (never a free) */
+        if (moves) l->waits = NULL;
+        return;
+    }
+    if (moves) {
+        l->waits = NULL;
+        l->nwaits = 0;
+    }
+    l->handle = 0;
+}
+
 void farce_loop_free(farce_loop *l)
 {
-    farce_stall_forget(l);
+    farce_stall_forget(&l->stall);
     /* turns: the core frees it when the orphaned handle is closed (farce_release_orphans) */
-    if (l->turns && !farce_loop_inert(l)) __atomic_store_n(&l->turns->active, 0, __ATOMIC_RELEASE);
-    farce_loop_orphan(l); /* the handle, and the wait table if operations are in flight */
+    if (l->stall.turns && !farce_loop_inert(l)) __atomic_store_n(&l->stall.turns->active, 0, __ATOMIC_RELEASE);
+    loop_orphan(l); /* the handle, and the wait table if operations are in flight */
     if (l->blocked) st_free_table(l->blocked);
     xfree(l->waits);
     xfree(l->wakes);
@@ -206,22 +239,6 @@ size_t farce_loop_memsize(const farce_loop *l)
 }
 
 /* ---- the loop ------------------------------------------------------------------- */
-
-struct blocking_poll {
-    const struct farce_core_api *core;
-    int64_t handle;
-    int64_t block_ns;
-    farce_completion *out;
-    int capacity;
-    int64_t result;
-};
-
-static void *poll_body(void *p)
-{
-    struct blocking_poll *a = p;
-    a->result = a->core->poll(a->handle, a->block_ns, a->out, a->capacity);
-    return NULL;
-}
 
 /* Ruby before 4.0 tells a scheduler nothing when an IO is closed: every
  * FARCE_CLOSE_SCAN_NS the loop drops descriptors whose IO was closed, which
@@ -257,8 +274,7 @@ static void check_queued_ops(farce_loop *l)
     for (long i = 0; i < l->nqueued_ops; i++) {
         const farce_queued_op *q = &l->queued_ops[i];
         if (farce_io_fd_or_closed(q->io) == q->fd) continue;
-        farce_stack_guard();
-        l->core->cancel_op(l->handle, q->token); /* a stale token (reaped meanwhile) is ignored */
+        farce_core_cancel_op(l->core, l->handle, q->token); /* a stale token (reaped meanwhile) is ignored */
     }
     l->nqueued_ops = 0;
 }
@@ -270,26 +286,17 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
     if (l->nqueued_ops) check_queued_ops(l); /* right before the poll that submits them */
     l->slept = 0;
     int64_t n;
-    if (l->core->poll_batch) {
-        /* the last batch's resume stamps (the core's wake-up latency
-         * histogram), the descriptor waits begun since, and the reserve of
-         * tokens for the next ones, all in the one call */
-        int last = l->batch_len;
-        farce_poll_args a = {l->resumed_at, last, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
-                             FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes};
-        n = l->core->poll_batch(l->handle, 0, l->batch, FARCE_BATCH, &a);
-        l->fds.ndeferred = 0;
-        l->nwakes = 0;
-        if (a.reserved >= 0 && a.reserved <= FARCE_DEFERRED_WAITS) l->nreserve = a.reserved;
-        memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
-    } else if (l->core->poll_noting) {
-        /* the last batch's resume stamps: the core's wake-up latency histogram */
-        int last = l->batch_len;
-        n = l->core->poll_noting(l->handle, 0, l->batch, FARCE_BATCH, l->resumed_at, last);
-        memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
-    } else {
-        n = l->core->poll(l->handle, 0, l->batch, FARCE_BATCH);
-    }
+    /* the last batch's resume stamps (the core's wake-up latency
+     * histogram), the descriptor waits begun since, and the reserve of
+     * tokens for the next ones, all in the one call */
+    int last = l->batch_len;
+    farce_poll_args a = {l->resumed_at, last, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
+                         FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes};
+    n = farce_core_poll_batch(l->core, l->handle, l->batch, FARCE_BATCH, &a);
+    l->fds.ndeferred = 0;
+    l->nwakes = 0;
+    if (a.reserved >= 0 && a.reserved <= FARCE_DEFERRED_WAITS) l->nreserve = a.reserved;
+    memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
     l->batch_pos = l->batch_len = 0;
     if (n == 0 && block_ns == 0) {
         /* The io_uring driver defers submissions from a zero-timeout poll
@@ -297,22 +304,20 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
          * twice in a row (uring_linux.go). A zero-timeout select has no
          * next: the second call submits, so readiness armed in this very
          * call is seen (io-event's contract). */
-        n = l->core->poll(l->handle, 0, l->batch, FARCE_BATCH);
+        n = farce_core_poll_now(l->core, l->handle, l->batch, FARCE_BATCH);
     } else if (n == 0 && l->wake_pending) {
         l->wake_pending = 0; /* woken from another thread since the front end looked: no wait */
     } else if (n == 0) {
         /* the close scan must get its turn while descriptor waits are parked */
         if (l->fd_parked && (block_ns < 0 || block_ns > FARCE_CLOSE_SCAN_NS)) block_ns = FARCE_CLOSE_SCAN_NS;
-        struct blocking_poll a = {l->core, l->handle, block_ns, l->batch, FARCE_BATCH, 0};
         int64_t t0 = farce_monotonic_ns();
         l->in_kernel_wait = 1;
-        rb_nogvl(poll_body, &a, farce_write_wake, &l->wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
+        n = farce_core_poll_blocking(l->core, l->handle, block_ns, l->batch, FARCE_BATCH, &l->wake_fd);
         l->in_kernel_wait = 0;
         l->slept = 1;
         int64_t slept = farce_monotonic_ns() - t0;
         l->idle_ns += slept;
         l->idle_duration = (double)slept / 1e9;
-        n = a.result;
         l->batch_len = n > 0 ? (int)n : 0;
         rb_thread_check_ints(); /* traps, Thread#raise, Timeout: may raise, the batch is kept */
     }
@@ -359,11 +364,6 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
 
 void farce_loop_wake(farce_loop *l, uint64_t token)
 {
-    if (!l->core->poll_batch) {
-        farce_stack_guard();
-        l->core->wake(l->handle, token);
-        return;
-    }
     if (l->nwakes == l->wakes_cap) {
         long cap = l->wakes_cap ? l->wakes_cap * 2 : 64;
         REALLOC_N(l->wakes, uint64_t, cap);
@@ -400,7 +400,7 @@ void farce_loop_wake(farce_loop *l, uint64_t token)
  */
 void farce_loop_give_turn_done(farce_loop *l)
 {
-    if (l->front->give_turn(l)) l->turns_given++;
+    if (l->front->give_turn(l)) l->turns.given++;
     /* where the front end could not give one (see its give_turn), the
      * check stays quiet for another budget */
     farce_loop_turn_begins(l);
@@ -412,6 +412,33 @@ void farce_loop_give_turn(farce_loop *l)
     /* closed meanwhile (by a fiber the turn ran, or from another thread,
      * handed to the loop): the hook that asked cannot go on */
     farce_loop_check_usable(l);
+}
+
+/* ---- stall detection (the state and the signal: stall.c) ------------------------- */
+
+void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns)
+{
+    farce_loop_check_usable(l);
+    l->stall.threshold_ns = threshold_ns > 0 ? threshold_ns : 0;
+    if (!l->handle) return; /* farce_loop_start applies it */
+    int e = farce_stall_prepare(&l->stall, threshold_ns);
+    if (e == -ENOMEM) rb_raise(rb_eNoMemError, "stall detection: out of memory");
+    if (e != 0) rb_raise(farce_eError, "cannot install the stall signal handler");
+    if (!l->stall.turns) return; /* off, and never on */
+    farce_stall_thread_changed(&l->stall);
+    int64_t r = farce_core_stall_watch(l->core, l->handle, l->stall.turns, threshold_ns, farce_stall_signal());
+    if (r < 0) farce_loop_raise(l, r, "stall watch");
+    farce_stall_watching(&l->stall, threshold_ns);
+}
+
+void farce_loop_report_stall(farce_loop *l)
+{
+    static ID id_report_stall;
+    VALUE fiber, backtrace;
+    double seconds;
+    if (!farce_stall_take_report(&l->stall, farce_monotonic_ns(), &fiber, &seconds, &backtrace)) return;
+    if (!id_report_stall) id_report_stall = rb_intern("__report_stall");
+    rb_funcall(l->owner, id_report_stall, 3, fiber, DBL2NUM(seconds), NIL_P(backtrace) ? rb_ary_new() : backtrace);
 }
 
 int64_t farce_turn_budget_ns(VALUE seconds)
@@ -431,15 +458,13 @@ void farce_loop_io_close(farce_loop *l, VALUE target)
     if (!l->handle || l->closed || farce_loop_inert(l) || rb_thread_current() != l->thread) return;
     int fd = RB_INTEGER_TYPE_P(target) ? NUM2INT(target) : farce_io_fd_or_closed(rb_io_get_io(target));
     if (fd < 0 || fd >= l->fds.nfds || !l->fds.fds[fd].io) return;
-    farce_stack_guard();
-    farce_fd_table_forget(&l->fds, l->handle, fd);
+    farce_fd_table_forget(&l->fds, l->handle, fd); /* checks the stack: io_close runs on the closing fiber's */
 }
 
 VALUE farce_loop_stats(farce_loop *l)
 {
     int64_t v[FARCE_STAT_COUNT];
-    farce_stack_guard();
-    int64_t r = l->core->stats(l->handle, v, FARCE_STAT_COUNT);
+    int64_t r = farce_core_stats(l->core, l->handle, v, FARCE_STAT_COUNT);
     if (r < 0) farce_loop_raise(l, r, "stats");
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("backend")), l->backend);
@@ -468,10 +493,10 @@ VALUE farce_loop_stats(farce_loop *l)
     rb_hash_aset(h, ID2SYM(rb_intern("driver_calls")), LL2NUM(v[FARCE_STAT_KERNEL_CALLS]));
     rb_hash_aset(h, ID2SYM(rb_intern("transfer_calls")), LONG2NUM(l->transfer_calls));
     rb_hash_aset(h, ID2SYM(rb_intern("system_calls")), LL2NUM(v[FARCE_STAT_KERNEL_CALLS] + l->transfer_calls));
-    rb_hash_aset(h, ID2SYM(rb_intern("turn_budget")), l->turn_budget_ns > 0 ? DBL2NUM(l->turn_budget_ns / 1e9) : Qnil);
-    rb_hash_aset(h, ID2SYM(rb_intern("turns_given")), LONG2NUM(l->turns_given));
-    rb_hash_aset(h, ID2SYM(rb_intern("stall_threshold")), l->stall_threshold_ns > 0 ? DBL2NUM(l->stall_threshold_ns / 1e9) : Qnil);
-    rb_hash_aset(h, ID2SYM(rb_intern("stalls")), LONG2NUM(l->stall_reports));
+    rb_hash_aset(h, ID2SYM(rb_intern("turn_budget")), l->turns.budget_ns > 0 ? DBL2NUM(l->turns.budget_ns / 1e9) : Qnil);
+    rb_hash_aset(h, ID2SYM(rb_intern("turns_given")), LONG2NUM(l->turns.given));
+    rb_hash_aset(h, ID2SYM(rb_intern("stall_threshold")), l->stall.threshold_ns > 0 ? DBL2NUM(l->stall.threshold_ns / 1e9) : Qnil);
+    rb_hash_aset(h, ID2SYM(rb_intern("stalls")), LONG2NUM(l->stall.reports));
     double total = (double)(farce_monotonic_ns() - l->created_ns) / 1e9, idle = (double)l->idle_ns / 1e9;
     if (idle > total) idle = total;
     rb_hash_aset(h, ID2SYM(rb_intern("idle_seconds")), DBL2NUM(idle));

@@ -29,31 +29,18 @@
 #include <unistd.h>
 #include <ruby.h>
 #include <ruby/io.h>
-#include "core_calls.h"
+#include "core_door.h"
 #include "core_loader.h"
+#include "clock.h"
 #include "fd_table.h"
+#include "op_pins.h"
+#include "stall.h"
+#include "turns.h"
+#include "wait_entry.h"
 #include "ruby_io.h"
 
 #define FARCE_BATCH 256                 /* fairness: completions taken from Go per poll */
 #define FARCE_CLOSE_SCAN_NS 50000000LL /* how often waited descriptors are checked for close */
-
-/* What a wait table entry parks. */
-enum farce_wait_kind {
-    FARCE_WAIT_NONE,  /* free */
-    FARCE_WAIT_FIBER, /* sleep, block, yield: resumed with the wait's result */
-    FARCE_WAIT_FD,    /* a descriptor wait; extra holds the events when they were ready at once */
-    FARCE_WAIT_ALARM, /* no fiber parked: raise extra ([class, *arguments]) in fiber when due */
-    FARCE_WAIT_OP,    /* a completion operation (io_uring) whose memory, extra, the kernel owns until reaped */
-};
-
-/* One entry of the wait table, indexed by the token's slot. */
-typedef struct {
-    uint32_t gen; /* generation of the token parked here; 0 when free */
-    uint8_t kind; /* enum farce_wait_kind */
-    uint8_t stopped; /* FARCE_WAIT_OP cancelled because its loop stopped (op_pins.c): wait for readiness instead */
-    VALUE fiber;
-    VALUE extra;
-} farce_wait;
 
 typedef struct farce_loop farce_loop;
 
@@ -94,10 +81,10 @@ struct farce_loop {
     const farce_front_end *front;
     VALUE owner;               /* the front end's Ruby object (not marked: it owns this) */
     int64_t handle;            /* Go core handle; 0 before start and after release */
-    /* The copy of the core the handle belongs to (farce_core_current() at
-     * start; the process-wide table before). Every call goes through it, so
-     * an object of one fork generation never calls another's copy. */
-    const struct farce_core_api *core;
+    /* The copy of the core the handle belongs to (farce_core_load() at
+     * start; farce_core_none() before). Every call goes through it, so an
+     * object of one fork generation never calls another's copy. */
+    const farce_core_copy *core;
     int closed;
     int wake_fd;
     uint64_t fork_generation;  /* farce_fork_generation at creation: inert when it differs */
@@ -133,24 +120,11 @@ struct farce_loop {
     long transfer_calls;         /* read/write system calls io_transfer.c made itself (stats) */
     long ops_in_flight;          /* of which not reaped yet: their memory is the kernel's */
     int release_pending;         /* closed, but the release waits for the loop's thread (op_pins.c) */
-    int ops_registered;          /* on the keeper's list (op_pins.c) */
-    farce_loop *ops_next, *ops_prev;
+    farce_op_pins pins;          /* on the keeper's list while it can perform operations (op_pins.h) */
 
-    /* Turns: the loop resumed a fiber at turn_started_ns; a fiber
-     * that holds the loop past turn_budget_ns (0: no budget) gives it a
-     * turn at its next hook that would not block. */
-    int64_t turn_started_ns;
-    int64_t turn_budget_ns;
-    long turns_given;            /* turns given because the budget ran out (stats) */
-    int turn_owed;               /* a transfer found the budget spent: the next hook gives the turn first */
+    farce_turns turns;           /* when the running fiber's turn began, its budget (turns.h) */
 
-    /* Stall detection (stall.c): the turns as the core's watchdog sees them
-     * (NULL until detection is first turned on; then the core's memory). */
-    farce_turn_state *turns;
-    int64_t stall_threshold_ns;  /* 0: off */
-    int64_t stall_sampled_seq, stall_reported_seq;
-    long stall_reports;
-    VALUE stall_fiber, stall_backtrace; /* the sample of the current stall */
+    farce_stall stall;           /* stall detection (stall.h) */
 
     /* Load (stats): time since start and time spent in the kernel wait */
     int64_t created_ns;
@@ -196,7 +170,18 @@ int farce_loop_release(farce_loop *l);
 /* On the loop's thread, wherever the loop notices it was closed: completes
  * a release handed over by another thread. */
 void farce_loop_finish_release(farce_loop *l);
+/* Cancels every completion operation of the loop and waits (GVL released)
+ * until the kernel completed them. Returns 1 when none is left, 0 when
+ * some are (another thread runs the ring; their pins must stay). Owner
+ * thread only. check_ints: Ruby's interrupts run between waits (may raise). */
+int farce_loop_drain_ops(farce_loop *l, int check_ints);
+/* The loop stopped (run raised) with operations in flight: drain them now,
+ * and let their fibers wait for readiness instead when they run again. */
+void farce_loop_stop_ops(farce_loop *l);
 void farce_loop_mark(farce_loop *l);
+/* From the GC free function: the handle (and the wait table, when
+ * operations are in flight) wait for farce_release_orphans (op_pins.h);
+ * calls no Go. */
 void farce_loop_free(farce_loop *l);
 size_t farce_loop_memsize(const farce_loop *l);
 
@@ -232,8 +217,8 @@ static inline void farce_loop_check_thread(farce_loop *l)
  * released for up to block_ns (< 0: no bound), capped by the close scan
  * while descriptor waits are parked. Runs the close scan. Returns the
  * count, or -EINTR after Ruby's interrupts ran (they may raise); raises on
- * core errors. A loop that may run on a fiber stack checks the stack first
- * (farce_stack_guard). */
+ * core errors, and SystemStackError before it enters Go on a stack that is
+ * nearly used up. */
 int64_t farce_loop_poll(farce_loop *l, int64_t block_ns);
 /* Takes the next finished wait of the batch taken by farce_loop_poll, in
  * order, skipping cancelled ones: clears its entry and stores it in *w with
@@ -245,7 +230,7 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result);
 static inline int farce_loop_batch_pending(const farce_loop *l) { return l->batch_pos < l->batch_len; }
 
 /* Completion operations and descriptor numbers. An operation the core
- * queued (farce_core_api.submit_op) reaches the kernel at the next poll,
+ * queued (farce_core_submit_op) reaches the kernel at the next poll,
  * and the kernel resolves its descriptor number only then; the fibers that
  * run before (and other threads, if the poll submitted it with the GVL
  * released) may close its IO meanwhile and open a file that gets the same
@@ -284,24 +269,20 @@ VALUE farce_backend_names(void);
 
 /* ---- turns ------------------------------------------------------------------ */
 
-/* The turn budget when none is given: see farce_loop_give_turn for the measurements. */
-#define FARCE_DEFAULT_TURN_BUDGET_NS 500000LL
-
-static inline int64_t farce_monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-void farce_stall_report(farce_loop *l);
+/* A turn ended in which the watchdog saw a stall: calls the owner's
+ * __report_stall(fiber, seconds, backtrace) once per stall. */
+void farce_loop_report_stall(farce_loop *l);
+/* Turns stall detection on (threshold_ns > 0) or off for the loop; raises
+ * Farce::Error when the core cannot watch. Before the core starts it is
+ * noted, and farce_loop_start turns it on. */
+void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns);
 /* The loop is about to switch to a fiber it took from its ready work: a new
  * turn starts (and is published for the stall watchdog). */
 static inline int64_t farce_loop_turn_begins(farce_loop *l)
 {
     int64_t now = farce_monotonic_ns();
-    l->turn_started_ns = now;
-    l->turn_owed = 0;
-    farce_turn_state *ts = l->turns;
+    farce_turns_begin(&l->turns, now);
+    farce_turn_state *ts = l->stall.turns;
     if (ts) {
         __atomic_store_n(&ts->started_ns, now, __ATOMIC_RELAXED);
         __atomic_store_n(&ts->seq, ts->seq + 1, __ATOMIC_RELEASE);
@@ -313,10 +294,10 @@ static inline int64_t farce_loop_turn_begins(farce_loop *l)
  * stall the watchdog saw in it. */
 static inline void farce_loop_turn_ends(farce_loop *l)
 {
-    farce_turn_state *ts = l->turns;
+    farce_turn_state *ts = l->stall.turns;
     if (!ts || !ts->active) return;
     __atomic_store_n(&ts->active, 0, __ATOMIC_RELEASE);
-    if (__atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) == ts->seq) farce_stall_report(l);
+    if (__atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) == ts->seq) farce_loop_report_stall(l);
 }
 void farce_loop_give_turn(farce_loop *l);
 /* Budget in seconds (nil or 0: none) to nanoseconds; raises ArgumentError
@@ -327,9 +308,7 @@ int64_t farce_turn_budget_ns(VALUE seconds);
  * than the budget, the loop gets a turn first. */
 static inline void farce_loop_turn_check(farce_loop *l)
 {
-    if (l->turn_owed || (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns)) {
-        farce_loop_give_turn(l);
-    }
+    if (l->turns.owed || farce_turns_spent(&l->turns)) farce_loop_give_turn(l);
 }
 /* The same for a hook that has done its work and only returns (a transfer
  * that did not wait): the turn is owed, and given at the start of the
@@ -340,16 +319,15 @@ static inline void farce_loop_turn_check(farce_loop *l)
 void farce_loop_give_turn_done(farce_loop *l);
 static inline void farce_loop_turn_check_done(farce_loop *l)
 {
-    if (l->turn_budget_ns > 0 && farce_monotonic_ns() - l->turn_started_ns >= l->turn_budget_ns) l->turn_owed = 1;
+    if (farce_turns_spent(&l->turns)) l->turns.owed = 1;
 }
 /* A hook about to do work: the turn an earlier transfer owes, first. */
 static inline void farce_loop_turn_owed(farce_loop *l)
 {
-    if (RB_UNLIKELY(l->turn_owed)) farce_loop_give_turn(l);
+    if (RB_UNLIKELY(l->turns.owed)) farce_loop_give_turn(l);
 }
 
-/* Wakes the wait token names at the next poll (or now, with a core that
- * cannot take wakes with its poll). On the loop's thread only. */
+/* Wakes the wait token names at the next poll. On the loop's thread only. */
 void farce_loop_wake(farce_loop *l, uint64_t token);
 
 /* ---- small helpers --------------------------------------------------------- */

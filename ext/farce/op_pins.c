@@ -36,73 +36,31 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "op_pins.h"
-#include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
+#include "clock.h"
+#include "core_loader.h" /* farce_fork_generation */
 
 #define DRAIN_SLICE_NS 50000000LL       /* one farce_drain_ops call: interrupts run between */
 #define DRAIN_LIMIT_NS 10000000000LL    /* give up (keep the pins) after this long */
 
-static int64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* ---- draining -------------------------------------------------------------- */
 
-struct drain_call {
-    const struct farce_core_api *core;
-    int64_t handle;
-    int64_t result;
-};
-
-static void *drain_body(void *p)
+int64_t farce_op_pins_drain(const farce_core_copy *core, int64_t handle, int *wake_fd, int check_ints)
 {
-    struct drain_call *a = p;
-    a->result = a->core->drain_ops(a->handle, DRAIN_SLICE_NS);
-    return NULL;
-}
-
-/* Cancels every operation of handle and waits, GVL released, until the
- * kernel completed them all. Returns 0 when none is left (their memory may
- * be released), else a positive count or a negative code (-FARCE_E_THREAD:
- * another thread runs the ring): keep the pins. check_ints: run Ruby's
- * interrupts between calls (they may raise; nothing is released then). */
-static int64_t drain(const struct farce_core_api *core, int64_t handle, int *wake_fd, int check_ints)
-{
-    if (!core->drain_ops) return 0; /* a core without operations */
-    int64_t deadline = monotonic_ns() + DRAIN_LIMIT_NS;
+    int64_t deadline = farce_monotonic_ns() + DRAIN_LIMIT_NS;
     for (;;) {
-        struct drain_call a = {core, handle, 0};
-        rb_nogvl(drain_body, &a, wake_fd ? farce_write_wake : NULL, wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
-        if (a.result == 0 || a.result == -FARCE_E_HANDLE) return 0;
-        if (a.result < 0 && a.result != -EINTR) return a.result;
-        if (monotonic_ns() > deadline) return a.result;
+        int64_t r = farce_core_drain_ops_blocking(core, handle, DRAIN_SLICE_NS, wake_fd);
+        if (r == 0 || r == -FARCE_E_HANDLE) return 0;
+        if (r < 0 && r != -EINTR) return r;
+        if (farce_monotonic_ns() > deadline) return r;
         if (check_ints) rb_thread_check_ints();
     }
-}
-
-int farce_loop_drain_ops(farce_loop *l, int check_ints)
-{
-    if (!l->ops || !l->handle || farce_loop_inert(l)) return 1;
-    return drain(l->core, l->handle, &l->wake_fd, check_ints) == 0;
-}
-
-void farce_loop_stop_ops(farce_loop *l)
-{
-    if (!l->ops_in_flight || !l->handle || farce_loop_inert(l) || rb_thread_current() != l->thread) return;
-    for (uint32_t i = 0; i < l->nwaits; i++) {
-        if (l->waits[i].gen && l->waits[i].kind == FARCE_WAIT_OP) l->waits[i].stopped = 1;
-    }
-    farce_loop_drain_ops(l, 0); /* what is left stays pinned, by the keeper */
 }
 
 /* ---- the keeper ------------------------------------------------------------ */
 
 struct orphan {
-    const struct farce_core_api *core; /* the copy its handle belongs to */
+    const farce_core_copy *core;       /* the copy its handle belongs to */
     int64_t handle;
     uint64_t generation;               /* farce_fork_generation it was created in */
     int wake_fd;
@@ -110,7 +68,7 @@ struct orphan {
     uint32_t nwaits;
 };
 
-static farce_loop *op_loops;     /* loops that can perform operations (doubly linked) */
+static farce_op_pins *op_loops;  /* loops that can perform operations (doubly linked) */
 static struct orphan *orphans;   /* loops collected without close */
 static long norphans, orphans_cap;
 static VALUE keeper;
@@ -127,8 +85,8 @@ static void mark_op_pins(const farce_wait *waits, uint32_t n)
 
 static void keeper_mark(void *p)
 {
-    for (farce_loop *l = op_loops; l; l = l->ops_next) {
-        if (l->ops_in_flight > 0) mark_op_pins(l->waits, l->nwaits);
+    for (farce_op_pins *l = op_loops; l; l = l->next) {
+        if (*l->in_flight > 0) mark_op_pins(*l->waits, *l->nwaits);
     }
     for (long i = 0; i < norphans; i++) {
         if (orphans[i].waits) mark_op_pins(orphans[i].waits, orphans[i].nwaits);
@@ -137,62 +95,47 @@ static void keeper_mark(void *p)
 
 static const rb_data_type_t keeper_type = {"farce/operation pins", {keeper_mark, NULL, NULL}, 0, 0, 0};
 
-void farce_op_loop_register(farce_loop *l)
+void farce_op_pins_register(farce_op_pins *p, farce_wait *const *waits, const uint32_t *nwaits, const long *in_flight)
 {
-    if (l->ops_registered) return;
+    if (p->registered) return;
     if (!keeper) {
         rb_global_variable(&keeper);
         keeper = TypedData_Wrap_Struct(0, &keeper_type, NULL);
     }
-    l->ops_prev = NULL;
-    l->ops_next = op_loops;
-    if (op_loops) op_loops->ops_prev = l;
-    op_loops = l;
-    l->ops_registered = 1;
+    p->waits = waits;
+    p->nwaits = nwaits;
+    p->in_flight = in_flight;
+    p->prev = NULL;
+    p->next = op_loops;
+    if (op_loops) op_loops->prev = p;
+    op_loops = p;
+    p->registered = 1;
 }
 
-void farce_op_loop_unregister(farce_loop *l)
+void farce_op_pins_unregister(farce_op_pins *p)
 {
-    if (!l->ops_registered) return;
-    if (l->ops_prev) l->ops_prev->ops_next = l->ops_next;
-    else op_loops = l->ops_next;
-    if (l->ops_next) l->ops_next->ops_prev = l->ops_prev;
-    l->ops_next = l->ops_prev = NULL;
-    l->ops_registered = 0;
+    if (!p->registered) return;
+    if (p->prev) p->prev->next = p->next;
+    else op_loops = p->next;
+    if (p->next) p->next->prev = p->prev;
+    p->next = p->prev = NULL;
+    p->registered = 0;
 }
 
 /* ---- loops collected without close ------------------------------------------ */
 
-void farce_loop_orphan(farce_loop *l)
+int farce_op_pins_orphan(const farce_core_copy *core, int64_t handle, uint64_t generation, int wake_fd,
+                         farce_wait *waits, uint32_t nwaits)
 {
-    farce_op_loop_unregister(l);
-    if (!l->handle || farce_loop_inert(l)) return;
     if (norphans == orphans_cap) {
         long cap = orphans_cap ? orphans_cap * 2 : 8;
         struct orphan *n = realloc(orphans, cap * sizeof(*n));
-        if (!n) {
-            /* out of memory in a free function: leak the handle, and the
-             * table if the kernel still uses its buffers (never a free) */
-            if (l->ops_in_flight > 0) l->waits = NULL;
-            return;
-        }
+        if (!n) return -ENOMEM;
         orphans = n;
         orphans_cap = cap;
     }
-    struct orphan *o = &orphans[norphans++];
-    o->core = l->core;
-    o->handle = l->handle;
-    o->generation = l->fork_generation;
-    o->wake_fd = l->wake_fd;
-    o->waits = NULL;
-    o->nwaits = 0;
-    if (l->ops_in_flight > 0) { /* the table goes with it: the keeper marks its pins */
-        o->waits = l->waits;
-        o->nwaits = l->nwaits;
-        l->waits = NULL;
-        l->nwaits = 0;
-    }
-    l->handle = 0;
+    orphans[norphans++] = (struct orphan){core, handle, generation, wake_fd, waits, waits ? nwaits : 0};
+    return 0;
 }
 
 void farce_release_orphans(void)
@@ -206,11 +149,11 @@ void farce_release_orphans(void)
             xfree(o.waits);
             continue;
         }
-        if (o.waits && drain(o.core, o.handle, &o.wake_fd, 0) != 0) {
+        if (o.waits && farce_op_pins_drain(o.core, o.handle, &o.wake_fd, 0) != 0) {
             orphans[kept++] = o; /* another thread's ring: keep the pins */
             continue;
         }
-        o.core->close(o.handle);
+        farce_core_close(o.core, o.handle);
         xfree(o.waits);
     }
     norphans = kept;

@@ -3,29 +3,48 @@
  * and buffers) until the core says their completions were reaped, through
  * close, abandon, a loop that stopped, and GC; and the handles of loops
  * collected without close (op_pins.c).
+ *
+ * A loop's part is a farce_op_pins embedded in it (farce_loop.pins); the
+ * functions here take that or plain values, return codes and never raise.
+ * The loop's side (drain on release, stop, orphan at free) is in
+ * loop_core.c.
  */
 #ifndef FARCE_OP_PINS_H
 #define FARCE_OP_PINS_H 1
 
-#include "loop_core.h"
+#include <stdint.h>
+#include "core_door.h"
+#include "wait_entry.h"
 
-/* Cancels every completion operation of the loop and waits (GVL released)
- * until the kernel completed them. Returns 1 when none is left, 0 when
- * some are (another thread runs the ring; their pins must stay). Owner
- * thread only. check_ints: Ruby's interrupts run between waits (may raise). */
-int farce_loop_drain_ops(farce_loop *l, int check_ints);
-/* The loop stopped (run raised) with operations in flight: drain them now,
- * and let their fibers wait for readiness instead when they run again. */
-void farce_loop_stop_ops(farce_loop *l);
+/* A loop on the keeper's list: while it has operations in flight, the
+ * keeper (a GC root) marks the fibers and buffers of its FARCE_WAIT_OP
+ * entries. The pointers name the loop's own fields (its table moves when
+ * it grows). */
+typedef struct farce_op_pins {
+    farce_wait *const *waits;
+    const uint32_t *nwaits;
+    const long *in_flight;
+    int registered;
+    struct farce_op_pins *next, *prev;
+} farce_op_pins;
 
-/* A loop that can perform operations is marked by the keeper while it has
- * some in flight: registered at start, unregistered when freed. */
-void farce_op_loop_register(farce_loop *l);
-void farce_op_loop_unregister(farce_loop *l);
+/* Registered at start by a loop that can perform operations, unregistered
+ * when it is freed. */
+void farce_op_pins_register(farce_op_pins *p, farce_wait *const *waits, const uint32_t *nwaits, const long *in_flight);
+void farce_op_pins_unregister(farce_op_pins *p);
 
-/* From a GC free function: the loop's handle (and its wait table, when
- * operations are in flight) wait for farce_release_orphans. Calls no Go. */
-void farce_loop_orphan(farce_loop *l);
+/* Cancels every operation of handle and waits, GVL released, until the
+ * kernel completed them all. Returns 0 when none is left (their memory may
+ * be released), else a positive count or a negative code (-FARCE_E_THREAD:
+ * another thread runs the ring): keep the pins. check_ints: run Ruby's
+ * interrupts between calls (they may raise; nothing is released then). */
+int64_t farce_op_pins_drain(const farce_core_copy *core, int64_t handle, int *wake_fd, int check_ints);
+
+/* From a GC free function: a handle (and its wait table, when operations
+ * are in flight, else NULL) wait for farce_release_orphans; the keeper
+ * marks the table meanwhile. Calls no Go. 0, or -ENOMEM (nothing kept). */
+int farce_op_pins_orphan(const farce_core_copy *core, int64_t handle, uint64_t generation, int wake_fd,
+                         farce_wait *waits, uint32_t nwaits);
 /* At a loop start: closes the orphans of this fork generation (draining
  * them first), drops other generations' ones. */
 void farce_release_orphans(void);

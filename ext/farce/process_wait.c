@@ -40,7 +40,7 @@ static VALUE pidfd_wait_body(VALUE p)
 static VALUE pidfd_wait_done(VALUE p)
 {
     struct pidfd_wait *w = (struct pidfd_wait *)p;
-    if (w->l->handle && !farce_loop_inert(w->l)) w->l->core->forget_fd(w->l->handle, w->pidfd);
+    if (w->l->handle && !farce_loop_inert(w->l)) farce_core_forget_fd_quietly(w->l->core, w->l->handle, w->pidfd);
     close(w->pidfd);
     return Qnil;
 }
@@ -56,10 +56,7 @@ VALUE farce_loop_process_wait(farce_loop *l, VALUE pid_v, VALUE flags_v)
     if (pidfd < 0) return Qundef; /* ESRCH included: waitpid in the thread raises ECHILD */
     fcntl((int)pidfd, F_SETFD, FD_CLOEXEC);
     /* a stale entry for this number belongs to a closed IO: drop it in Go */
-    if (pidfd < l->fds.nfds && l->fds.fds[pidfd].io) {
-        farce_stack_guard();
-        farce_fd_table_forget(&l->fds, l->handle, (int)pidfd);
-    }
+    if (pidfd < l->fds.nfds && l->fds.fds[pidfd].io) farce_fd_table_forget(&l->fds, l->handle, (int)pidfd);
     struct pidfd_wait w = {l, pid_v, flags_v, (int)pidfd};
     return rb_ensure(pidfd_wait_body, (VALUE)&w, pidfd_wait_done, (VALUE)&w);
 }

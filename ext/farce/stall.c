@@ -36,11 +36,9 @@
 
 #define FARCE_STALL_SIGNAL (SIGRTMIN + 7)
 
-static ID id_report_stall;
-
 /* Loops with stall detection on (a few at most): the job looks for the
  * stalled one among those of its thread. Touched only with the GVL. */
-static farce_loop **watched;
+static farce_stall **watched;
 static long nwatched, watched_cap;
 
 static void stall_job(void *unused)
@@ -48,15 +46,15 @@ static void stall_job(void *unused)
     (void)unused;
     VALUE thread = rb_thread_current();
     for (long i = 0; i < nwatched; i++) {
-        farce_loop *l = watched[i];
-        farce_turn_state *ts = l->turns;
-        if (l->thread != thread || !ts) continue;
+        farce_stall *st = watched[i];
+        farce_turn_state *ts = st->turns;
+        if (*st->thread != thread || !ts) continue;
         int64_t seq = __atomic_load_n(&ts->seq, __ATOMIC_ACQUIRE);
         if (!__atomic_load_n(&ts->active, __ATOMIC_ACQUIRE) || __atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) != seq) continue;
-        if (l->stall_sampled_seq == seq) continue;
-        l->stall_sampled_seq = seq;
-        l->stall_fiber = rb_fiber_current();
-        l->stall_backtrace = rb_make_backtrace();
+        if (st->sampled_seq == seq) continue;
+        st->sampled_seq = seq;
+        st->fiber = rb_fiber_current();
+        st->backtrace = rb_make_backtrace();
     }
 }
 
@@ -87,77 +85,80 @@ static int install_handler(void)
     sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     if (sigaction(FARCE_STALL_SIGNAL, &sa, NULL) != 0) return -1;
-    id_report_stall = rb_intern("__report_stall");
     installed = 1;
     return 0;
 }
 
-static void watch_add(farce_loop *l)
+void farce_stall_init(farce_stall *st, const VALUE *thread)
 {
-    for (long i = 0; i < nwatched; i++) if (watched[i] == l) return;
-    if (nwatched == watched_cap) {
-        long cap = watched_cap ? watched_cap * 2 : 4;
-        REALLOC_N(watched, farce_loop *, cap);
-        watched_cap = cap;
-    }
-    watched[nwatched++] = l;
+    st->thread = thread;
+    st->fiber = st->backtrace = Qnil;
 }
 
-void farce_stall_forget(farce_loop *l)
+int farce_stall_signal(void) { return FARCE_STALL_SIGNAL; }
+
+int farce_stall_prepare(farce_stall *st, int64_t threshold_ns)
+{
+    if (threshold_ns > 0 && install_handler() != 0) return -1;
+    if (!st->turns && threshold_ns > 0) {
+        st->turns = calloc(1, sizeof(farce_turn_state));
+        if (!st->turns) return -ENOMEM;
+    }
+    return 0;
+}
+
+static void watch_add(farce_stall *st)
+{
+    for (long i = 0; i < nwatched; i++) if (watched[i] == st) return;
+    if (nwatched == watched_cap) {
+        long cap = watched_cap ? watched_cap * 2 : 4;
+        REALLOC_N(watched, farce_stall *, cap);
+        watched_cap = cap;
+    }
+    watched[nwatched++] = st;
+}
+
+void farce_stall_watching(farce_stall *st, int64_t threshold_ns)
+{
+    if (threshold_ns > 0) watch_add(st);
+    else farce_stall_forget(st);
+}
+
+void farce_stall_forget(farce_stall *st)
 {
     for (long i = 0; i < nwatched; i++) {
-        if (watched[i] == l) {
+        if (watched[i] == st) {
             watched[i] = watched[--nwatched];
             break;
         }
     }
-    l->stall_fiber = l->stall_backtrace = Qnil;
+    st->fiber = st->backtrace = Qnil;
 }
 
-void farce_stall_thread_changed(farce_loop *l)
+void farce_stall_thread_changed(farce_stall *st)
 {
-    if (l->turns) __atomic_store_n(&l->turns->tid, (int64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    if (st->turns) __atomic_store_n(&st->turns->tid, (int64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 }
 
-void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns)
+int farce_stall_take_report(farce_stall *st, int64_t now_ns, VALUE *fiber, double *seconds, VALUE *backtrace)
 {
-    farce_loop_check_usable(l);
-    l->stall_threshold_ns = threshold_ns > 0 ? threshold_ns : 0;
-    if (!l->handle) return; /* farce_loop_start applies it */
-    if (!l->core->stall_watch) rb_raise(farce_eError, "farce's Go core predates farce_stall_watch: rebuild with `rake compile`");
-    if (threshold_ns > 0 && install_handler() != 0) rb_raise(farce_eError, "cannot install the stall signal handler");
-    if (!l->turns) {
-        if (threshold_ns <= 0) return;
-        l->turns = calloc(1, sizeof(farce_turn_state));
-        if (!l->turns) rb_raise(rb_eNoMemError, "stall detection: out of memory");
-    }
-    farce_stall_thread_changed(l);
-    farce_stack_guard();
-    int64_t r = l->core->stall_watch(l->handle, l->turns, threshold_ns, FARCE_STALL_SIGNAL);
-    if (r < 0) farce_loop_raise(l, r, "stall watch");
-    if (threshold_ns > 0) watch_add(l);
-    else farce_stall_forget(l);
-}
-
-void farce_stall_report(farce_loop *l)
-{
-    farce_turn_state *ts = l->turns;
+    farce_turn_state *ts = st->turns;
     int64_t seq = ts->seq;
-    if (__atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) != seq || l->stall_reported_seq == seq) return;
-    l->stall_reported_seq = seq;
-    double seconds = (double)(farce_monotonic_ns() - ts->started_ns) / 1e9;
-    VALUE fiber = Qnil, backtrace = Qnil;
-    if (l->stall_sampled_seq == seq) {
-        fiber = l->stall_fiber;
-        backtrace = l->stall_backtrace;
+    if (__atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) != seq || st->reported_seq == seq) return 0;
+    st->reported_seq = seq;
+    *seconds = (double)(now_ns - ts->started_ns) / 1e9;
+    *fiber = *backtrace = Qnil;
+    if (st->sampled_seq == seq) {
+        *fiber = st->fiber;
+        *backtrace = st->backtrace;
     }
-    l->stall_fiber = l->stall_backtrace = Qnil;
-    l->stall_reports++;
-    rb_funcall(l->owner, id_report_stall, 3, fiber, DBL2NUM(seconds), NIL_P(backtrace) ? rb_ary_new() : backtrace);
+    st->fiber = st->backtrace = Qnil;
+    st->reports++;
+    return 1;
 }
 
-void farce_stall_mark(farce_loop *l)
+void farce_stall_mark(farce_stall *st)
 {
-    rb_gc_mark(l->stall_fiber);
-    rb_gc_mark(l->stall_backtrace);
+    rb_gc_mark(st->fiber);
+    rb_gc_mark(st->backtrace);
 }

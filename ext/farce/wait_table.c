@@ -56,7 +56,7 @@ void farce_loop_abandon(farce_loop *l, uint64_t token)
     }
     memset(e, 0, sizeof(*e));
     l->parked--;
-    if (l->handle && !farce_loop_inert(l)) l->core->cancel(l->handle, token);
+    if (l->handle && !farce_loop_inert(l)) farce_core_cancel_quietly(l->core, l->handle, token);
 }
 
 /* A fiber that cannot park must never reach the switch: the scheduler's
@@ -67,7 +67,7 @@ void farce_loop_abandon(farce_loop *l, uint64_t token)
 static void refuse_unparkable(farce_loop *l, uint64_t token, const char *what)
 {
     if (RB_LIKELY(farce_loop_can_park(l))) return;
-    if (l->handle && !farce_loop_inert(l)) l->core->cancel(l->handle, token);
+    if (l->handle && !farce_loop_inert(l)) farce_core_cancel_quietly(l->core, l->handle, token);
     rb_raise(farce_eError, "%s#%s called from a fiber that cannot wait in it (a blocking fiber, e.g. the thread's "
              "root fiber, the selector's loop fiber, or a fiber resumed inside another fiber's turn, e.g. "
              "Enumerator#next's): call it from a fiber the scheduler runs "
@@ -187,7 +187,7 @@ int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin, int64_t *re
                 held_state = state;
                 held = rb_errinfo();
             }
-            if (l->handle && !farce_loop_inert(l)) l->core->cancel_op(l->handle, token);
+            if (l->handle && !farce_loop_inert(l)) farce_core_cancel_op_quietly(l->core, l->handle, token);
         }
         /* else: switched to by hand; the operation is still in flight */
     }
@@ -279,18 +279,17 @@ int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeo
     uint64_t token = timeout_ns < 0 && known != FARCE_KNOWN_UNKNOWN ? defer_wait(l, fd, events, known) : 0;
     VALUE ready = Qundef;
     if (!token) {
-        farce_stack_guard();
-        int64_t r = l->core->wait_fd(l->handle, fd, events, timeout_ns, known, &token);
+        int64_t r = farce_core_wait_fd(l->core, l->handle, fd, events, timeout_ns, known, &token);
         if (r < 0) farce_loop_raise(l, r, "wait on descriptor");
         if (r > 0) {
             if (!l->front->suspend_when_ready) return r;
             /* park anyway, on a wait that finishes at the next poll, and
              * resume with these events from there (farce_loop_next) */
-            int64_t y = l->core->yield(l->handle, &token);
+            int64_t y = farce_core_yield(l->core, l->handle, 0, &token);
             if (y < 0) farce_loop_raise(l, y, "wait on descriptor");
             ready = LONG2FIX((long)r);
         } else if (timeout_ns == 0) {
-            l->core->cancel(l->handle, token);
+            farce_core_cancel_quietly(l->core, l->handle, token); /* right after the checked wait_fd */
             return 0;
         }
     }

@@ -140,7 +140,7 @@ func durationNS(ns C.int64_t) time.Duration {
 }
 
 //export farce_core_abi
-func farce_core_abi() C.int64_t { return 1 }
+func farce_core_abi() C.int64_t { return C.FARCE_CORE_ABI }
 
 // farce_set_handle_base makes the handles this copy of the core hands out
 // start after base; it must come before the first farce_new. The loader
