@@ -131,9 +131,11 @@ class TestStall < Minitest::Test
 
   # Wake-up latency (ready -> running) from the core's histogram: the fiber
   # whose timer fell due while another held the loop for 0.3 s waited that long.
+  # (The histogram is kept from the first stats call on: test_wakeup_latency.rb.)
   def test_wakeup_latency_percentiles
     stats = nil
     Farce.run(backend: backend) do
+      Fiber.scheduler.stats
       20.times { Fiber.schedule { 5.times { sleep 0.001 } } }
       Fiber.schedule { sleep 0.001 }
       Fiber.schedule { busy(0.3) }

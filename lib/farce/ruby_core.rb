@@ -78,6 +78,7 @@ module Farce
       @stalls = 0
       @idle = 0.0
       @wakeups = LatencyHistogram.new
+      @wakeups_kept = false # from the first stats call on, as the native core's
     end
 
     def backend
@@ -92,6 +93,7 @@ module Farce
 
     def stats
       usable!
+      @wakeups_kept = true
       {
         backend: :ruby,
         fibers: @live_fibers,
@@ -465,7 +467,7 @@ module Farce
 
         finish(item)
         @completed += 1
-        @wakeups.record(monotonic - item.ready_at) if item.ready_at
+        @wakeups.record(monotonic - item.ready_at) if item.ready_at && @wakeups_kept
         begin_turn(item.fiber)
         begin
           item.fiber.resume(value) if item.fiber.alive?
@@ -557,7 +559,7 @@ module Farce
           due = target.timer&.deadline
           target.timer = nil
           make_ready(target, :timed_out)
-          target.ready_at = due if due # wake-up latency counts from the due time, as the native core's
+          target.ready_at = due if due && @wakeups_kept # wake-up latency counts from the due time, as the native core's
         end
       end
     end
@@ -606,7 +608,7 @@ module Farce
       early = wait.unblockable && !@early_unblocks.empty? && @early_unblocks.delete(wait.fiber)
       if duration == 0 || duration == :after_poll || early
         wait.state = :ready
-        wait.ready_at = monotonic
+        wait.ready_at = monotonic if @wakeups_kept
         (duration == :after_poll && !early ? @yielded : @ready) << [wait, :woken]
       elsif duration
         wait.timer = @timers.add(monotonic + duration, wait)
@@ -630,7 +632,7 @@ module Farce
       return unless wait.state == :parked
 
       wait.state = :ready
-      wait.ready_at = monotonic
+      wait.ready_at = monotonic if @wakeups_kept
       detach(wait)
       @ready << [wait, value]
     end
