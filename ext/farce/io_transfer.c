@@ -35,6 +35,7 @@
 #include <ruby.h>
 #include <ruby/io.h>
 #include <ruby/io/buffer.h>
+#include <ruby/version.h>
 #include <ruby/debug.h>
 #include "io_transfer.h"
 #include "wait_table.h"
@@ -117,8 +118,20 @@ static int nonblocking_call(void)
     return 0;
 }
 
-/* IO::Buffer#locked? without raising (3.1 has no C accessor for it). */
+/* IO::Buffer#locked? without raising: the flags rb_io_buffer_get_bytes
+ * returns (3.2+); 3.1 has no C accessor for it, so it asks the method. */
 static ID id_locked_p;
+
+static int buffer_locked(VALUE buffer)
+{
+#if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 2)
+    void *base;
+    size_t size;
+    return (rb_io_buffer_get_bytes(buffer, &base, &size) & RB_IO_BUFFER_LOCKED) != 0;
+#else
+    return RTEST(rb_funcall(buffer, id_locked_p, 0));
+#endif
+}
 
 void farce_io_transfer_init(void)
 {
@@ -215,7 +228,7 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
 {
     uint64_t token = 0;
     farce_stack_guard();
-    int locked = RTEST(rb_funcall(buffer, id_locked_p, 0));
+    int locked = buffer_locked(buffer);
     if (!locked) rb_io_buffer_lock(buffer);
     int op = direction == FARCE_READ ? FARCE_OP_READ : FARCE_OP_WRITE;
     farce_loop_op_room(l); /* may raise: not between the submission and the park */
