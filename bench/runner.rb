@@ -13,8 +13,13 @@
 #                        farce-epoll+FARCE_STALL_MS=100@3.3 = with stall detection on).
 #                        Async on Ruby X is the reference of every contender on Ruby X.
 #   BENCH_REFERENCES=0   skip the reference rows (C epoll ping-pong, Ruby floor)
-#   BENCH_EXTRA=1        also io_uring, poll, GOMAXPROCS=1 and threads
-#   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, pp100, http64, http1000, scale0,
+#   BENCH_EXTRA=1        also poll, GOMAXPROCS=1 and threads (on the headline Ruby)
+#   BENCH_RUBIES=v=path  more Rubies by path (comma-separated; default 4.0=/opt/rubies/4.0/bin/ruby when
+#                        it exists): farce on each (with YJIT too where it has YJIT), its Ruby floor,
+#                        threads, and Async on farce's selector when Debian's pure-Ruby Async loads there
+#   BENCH_YJIT=0         no YJIT rows (default: a YJIT twin of farce-epoll and of the Ruby floor on
+#                        every Ruby whose `ruby --yjit` has YJIT)
+#   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, ppsock1, pp100, http64, http1000, scale0,
 #                        scale10k, timers, spawnburst, acceptburst, queue, xthread, memfiber, memio)
 #   BENCH_SID_RUN=path   chroot runner (default .ci/sid-run; .ci/sid-setup makes the chroot)
 #   BENCH_NO_README=1    keep bench/README.md and bench/plot.svg (write only bench/results/)
@@ -32,7 +37,10 @@ module Bench
     RUBY_ABI = RUBY_VERSION[/\A\d+\.\d+/]
     SID_RUBIES = %w[3.3 3.4].freeze
     # Cases that also run the reference programs (the kernel's limit, the Ruby floor).
-    REFERENCE_CASES = %w[pp1 pp100].freeze
+    REFERENCE_CASES = %w[pp1 ppsock1 pp100].freeze
+    # Turns YJIT on in a contender (+RUBY_YJIT_ENABLE=1): every Ruby with YJIT reads it.
+    YJIT = "RUBY_YJIT_ENABLE=1"
+    DEFAULT_RUBIES = { "4.0" => "/opt/rubies/4.0/bin/ruby" }.freeze
     C_PINGPONG = File.join(RESULTS, "pingpong_epoll")
 
     Case = Struct.new(:id, :title, :kind, :args, :expect_s, keyword_init: true)
@@ -114,7 +122,44 @@ module Bench
 
     # The command that runs `ruby` of the given version (the host's, or one in the sid chroot).
     def ruby_command(ver)
-      ver == RUBY_ABI ? [RbConfig.ruby] : ["env", "SID_RUBY=#{ver}", @sid_run, "ruby"]
+      return [RbConfig.ruby] if ver == RUBY_ABI
+      return [other_rubies[ver]] if other_rubies[ver]
+
+      ["env", "SID_RUBY=#{ver}", @sid_run, "ruby"]
+    end
+
+    # Rubies run by path, outside the chroot (BENCH_RUBIES): version => ruby.
+    def other_rubies
+      @other_rubies ||= begin
+        spec = ENV["BENCH_RUBIES"]
+        pairs = spec ? spec.split(",").map { |kv| kv.strip.split("=", 2) } : DEFAULT_RUBIES.to_a
+        pairs.select { |ver, path| ver && path && File.executable?(path) && !SID_RUBIES.include?(ver) }.to_h
+      end
+    end
+
+    # Whether `ruby --yjit` of that version has YJIT (Debian's 3.3/3.4 do not).
+    def yjit?(ver)
+      return false if ENV["BENCH_YJIT"] == "0"
+
+      @yjit ||= {}
+      @yjit.fetch(ver) do
+        @yjit[ver] = capture([*ruby_command(ver), "--yjit", "-e", "print RubyVM::YJIT.enabled?"], 120) == "true"
+      end
+    end
+
+    # Debian's pure-Ruby Async (from the sid chroot) as a load path for a
+    # Ruby outside the chroot, when it loads there on farce's selector.
+    def async_path(ver)
+      @async_path ||= {}
+      @async_path.fetch(ver) do
+        root = ENV.fetch("SID_ROOT", "/opt/rubies/sid")
+        dirs = Dir[File.join(root, "usr/share/rubygems-integration/all/gems/*/lib")] +
+               Dir[File.join(root, "usr/lib/x86_64-linux-gnu/rubygems-integration/*/gems/io-event-*/lib")].last(1)
+        probe = 'require "farce/io_event"; ENV["IO_EVENT_SELECTOR"] = "Farce"; require "async"; ' \
+                'print Sync { IO::Event::Selector.default.name }'
+        out = dirs.empty? ? nil : capture(["env", "RUBYLIB=#{dirs.join(':')}", *ruby_command(ver), "-Ilib", "-e", probe], 120)
+        @async_path[ver] = out.to_s.include?("Farce") ? dirs.join(":") : nil
+      end
     end
 
     def farce_built?(ver)
@@ -160,6 +205,28 @@ module Bench
       end
       list << "farce-epoll@#{RUBY_ABI}" if backends.include?("epoll")
       main = rubies.first || RUBY_ABI
+      # io_uring beside epoll on the headline Ruby (and what :auto picks)
+      list << "farce-io_uring@#{main}" if backends.include?("io_uring")
+      # Rubies outside the chroot (BENCH_RUBIES): farce against its Ruby floor and threads
+      other_rubies.each_key do |v|
+        unless farce_built?(v)
+          @notes << "farce is not built for Ruby #{v} (build it with that Ruby's rake compile): no farce@#{v}"
+          next
+        end
+        list << "farce-epoll@#{v}" if backends.include?("epoll")
+        list << "farce-io_uring@#{v}" if backends.include?("io_uring")
+        list << "threads@#{v}"
+        if async_path(v)
+          list << "async-farce@#{v}"
+        else
+          @notes << "Async on Ruby #{v}: Debian's pure-Ruby Async did not load there on farce's selector: no async-farce@#{v}"
+        end
+      end
+      # YJIT twins on every Ruby whose `ruby --yjit` has it
+      list.grep(/\Afarce-epoll@/).each do |c|
+        v = ruby_of(c)
+        yjit?(v) ? list << "farce-epoll+#{YJIT}@#{v}" : @notes << "Ruby #{v} has no YJIT: no YJIT row for it"
+      end
       # farce before its Go scheduler tick (ext/farce/core/sched_tick.go), in the same run
       list << "farce-epoll+FARCE_SCHED_TICK=0@#{main}" if backends.include?("epoll")
       # what stall detection (issue 16: watchdog, turn stamps) costs, in the same run
@@ -168,7 +235,6 @@ module Bench
       list << "farce-ruby@#{main}"
       # BENCH_EXTRA=1: the other backends, GOMAXPROCS=1, threads
       if ENV["BENCH_EXTRA"] == "1"
-        list << "farce-io_uring@#{main}" if backends.include?("io_uring")
         list << "farce-poll@#{main}" if backends.include?("poll")
         list << "farce-epoll+GOMAXPROCS=1@#{main}" if backends.include?("epoll")
         list << "threads@#{main}"
@@ -189,7 +255,13 @@ module Bench
       else
         @notes << "gcc not found: no C reference row"
       end
-      refs + contenders.map { |c| ruby_of(c) }.uniq.map { |v| "ruby-floor@#{v}" }
+      refs + contenders.map { |c| floor_of(c) }.uniq
+    end
+
+    # The Ruby floor a contender is measured against: same Ruby, YJIT the same.
+    def floor_of(contender)
+      _, env, ver = parse_contender(contender)
+      env["RUBY_YJIT_ENABLE"] == "1" ? "ruby-floor+#{YJIT}@#{ver}" : "ruby-floor@#{ver}"
     end
 
     def reference?(contender)
@@ -265,6 +337,8 @@ module Bench
       list = [
         Case.new(id: "pp1", title: "pipe ping-pong, 1 pair", kind: :workload,
                  args: ["pingpong", "pairs=1", "seconds=#{d}"], expect_s: d + 1),
+        Case.new(id: "ppsock1", title: "socketpair ping-pong, 1 pair", kind: :workload,
+                 args: ["pingpong", "pairs=1", "seconds=#{d}", "over=socket"], expect_s: d + 1),
         Case.new(id: "pp100", title: "pipe ping-pong, 100 pairs", kind: :workload,
                  args: ["pingpong", "pairs=100", "seconds=#{d}"], expect_s: d + 1),
         Case.new(id: "http64", title: "HTTP hello, wrk 64 connections", kind: :http,
@@ -301,8 +375,14 @@ module Bench
 
     def command(contender, script, *args)
       name, env, ver = parse_contender(contender)
-      [*(env.empty? ? [] : ["env", *env.map { |k, v| "#{k}=#{v}" }]), *ruby_command(ver),
-       File.join(BENCH, script), name, *args.map(&:to_s)]
+      [*env_prefix(name, env, ver), *ruby_command(ver), File.join(BENCH, script), name, *args.map(&:to_s)]
+    end
+
+    # `env VAR=VALUE ...` for a contender's settings (and Async's load path
+    # where it comes from the chroot), or nothing.
+    def env_prefix(name, env, ver)
+      env = env.merge("RUBYLIB" => async_path(ver)) if name == "async-farce" && other_rubies[ver] && async_path(ver)
+      env.empty? ? [] : ["env", *env.map { |k, v| "#{k}=#{v}" }]
     end
 
     # A workload case as a command: a contender runs workloads.rb; the
@@ -311,10 +391,13 @@ module Bench
       return command(contender, "workloads.rb", *kase.args) unless reference?(contender)
 
       params = kase.args.drop(1).to_h { |kv| kv.split("=", 2) }
+      over = params["over"] || "pipe"
       if contender == "c-epoll"
-        [C_PINGPONG, params["pairs"], params["seconds"]]
+        [C_PINGPONG, params["pairs"], params["seconds"], over]
       else
-        [*ruby_command(ruby_of(contender)), File.join(BENCH, "ruby_floor.rb"), params["pairs"], params["seconds"]]
+        name, env, ver = parse_contender(contender)
+        [*env_prefix(name, env, ver), *ruby_command(ver), File.join(BENCH, "ruby_floor.rb"), params["pairs"],
+         params["seconds"], over]
       end
     end
 
@@ -488,6 +571,8 @@ module Bench
       [
         Row.new(id: "pp1", label: "ping-pong, 1 pair", unit: "round trips/s", better: :higher, plot: true,
                 value: ->(r) { r.dig("pp1", "round_trips_per_second") }),
+        Row.new(id: "ppsock1", label: "ping-pong over a socketpair, 1 pair", unit: "round trips/s", better: :higher,
+                plot: true, value: ->(r) { r.dig("ppsock1", "round_trips_per_second") }),
         Row.new(id: "pp100", label: "ping-pong, 100 pairs", unit: "round trips/s", better: :higher, plot: true,
                 value: ->(r) { r.dig("pp100", "round_trips_per_second") }),
         Row.new(id: "http64", label: "HTTP, 64 conns", unit: "req/s", better: :higher, plot: true,
@@ -648,7 +733,12 @@ module Bench
     def describe(contender)
       v = versions_of(contender)
       name, env, ver = parse_contender(contender)
-      ruby = "Ruby #{v['ruby'] || ver}#{ver == RUBY_ABI ? '' : ' (sid chroot via .ci/sid-run)'}"
+      where = if ver == RUBY_ABI then ""
+              elsif other_rubies[ver] then " (#{other_rubies[ver]})"
+              else " (sid chroot via .ci/sid-run)"
+              end
+      ruby = "Ruby #{v['ruby'] || ver}#{env['RUBY_YJIT_ENABLE'] == '1' ? ' with YJIT' : ''}#{where}"
+      env = env.reject { |k, _| k == "RUBY_YJIT_ENABLE" }
       settings = env.empty? ? "" : ", #{env.map { |k, val| "#{k}=#{val}" }.join(' ')}"
       case name
       when "farce-ruby"
@@ -657,10 +747,12 @@ module Bench
         "farce #{v['farce']} :#{v['backend'] || name.delete_prefix('farce-')} backend#{settings}, #{ruby}"
       when "async"
         "Async #{v['async']}, io-event #{v['io_event']} (#{v['selector']}), #{ruby}"
+      when "async-farce"
+        "Async #{v['async']} on farce's io-event selector (IO_EVENT_SELECTOR=Farce; Debian's pure-Ruby Async), #{ruby}"
       when "threads"
         "a Ruby Thread per task, #{ruby}"
       when "c-epoll"
-        "C, no Ruby: `bench/pingpong_epoll.c` (one thread, epoll, non-blocking pipes), built with gcc -O2"
+        "C, no Ruby: `bench/pingpong_epoll.c` (one thread, epoll, non-blocking pipes or socketpairs), built with gcc -O2"
       when "ruby-floor"
         "plain fibers, `bench/ruby_floor.rb` (read_nonblock/write_nonblock, Fiber#transfer to the " \
           "fiber a write made runnable, IO.select only when all would block), #{ruby}"
@@ -708,12 +800,14 @@ module Bench
 
       runs = per_run(contenders + references)
       rate = ->(c, id, i) { runs[c][i]&.dig(id, "round_trips_per_second") }
-      lines = ["| | ping-pong, 1 pair (round trips/s) | 100 pairs | fraction of the Ruby floor, 1 pair | 100 pairs |",
-               "| --- | ---: | ---: | ---: | ---: |"]
+      ids = %w[pp1 ppsock1 pp100]
+      lines = ["| | ping-pong, 1 pair (round trips/s) | socketpair, 1 pair | 100 pairs | fraction of the Ruby floor, " \
+               "1 pair | socketpair | 100 pairs |",
+               "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
       (references + contenders.grep_v(/\Athreads/)).each do |c|
-        floor = "ruby-floor@#{ruby_of(c)}"
-        cells = %w[pp1 pp100].map { |id| fmt(median(Array.new(@runs) { |i| rate.call(c, id, i) }), "round trips/s") }
-        fractions = %w[pp1 pp100].map do |id|
+        floor = floor_of(c)
+        cells = ids.map { |id| fmt(median(Array.new(@runs) { |i| rate.call(c, id, i) }), "round trips/s") }
+        fractions = ids.map do |id|
           next "—" if reference?(c) || !runs[floor]
 
           f = median(Array.new(@runs) { |i| (a = rate.call(c, id, i)) && (b = rate.call(floor, id, i)) && b.positive? ? a.to_f / b : nil })
@@ -886,7 +980,8 @@ module Bench
         Two references, measured in the same run as the contenders: `c-epoll`, the kernel's limit for
         this ping-pong with no Ruby at all, and `ruby-floor@RUBY`, the least any Ruby fiber scheduler
         can cost (no scheduler: the fibers switch straight to each other and poll only when every one
-        would block). The last two columns give each contender as a fraction of the floor on its Ruby.
+        would block). The last three columns give each contender as a fraction of the floor on its Ruby
+        (with YJIT, of the floor with YJIT).
         With one pair the floor is a true floor. With 100 pairs it is not: it tries each read first and
         pays a failed `read` (EAGAIN) per wait, where farce learns the readiness of up to 256 waits
         from one `epoll_wait`, so a scheduler can beat it there.
@@ -907,7 +1002,9 @@ module Bench
         is bounded by a deadline or a count; the driver (`runner.rb`) kills any run that overruns.
 
         1. **ping-pong**: pairs of tasks bounce one byte over two pipes (`IO#read(1)`/`IO#write`);
-           round trips per second summed over pairs.
+           round trips per second summed over pairs. The socketpair row does the same over two
+           `UNIXSocket.pair`s, what servers read and write (farce reads pipes with `RWF_NOWAIT`,
+           sockets with `MSG_DONTWAIT`, so that a descriptor switched to blocking never blocks the loop).
         2. **HTTP hello**: `http_hello.rb`, a plain `TCPServer` with one task per connection and
            hand-written HTTP/1.1 keep-alive parsing; `wrk --latency -t1 -cN` for the req/s and the
            p50/p99/max latencies. Async's server runs inside the sid chroot (`sid-run` shares the
