@@ -17,6 +17,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -76,17 +77,32 @@ func acquireDriver(h C.int64_t, code *C.int64_t) *core {
 	return c
 }
 
+// The live handles. Writers (open, close) hold handlesMu and publish a
+// fresh copy of the map in handleSnap; lookup, which every call makes,
+// reads the published copy with one atomic load and no lock (an RWMutex's
+// RLock and RUnlock are two atomic read-modify-writes per call, and a
+// ping-pong round trip makes two calls).
 var (
-	handlesMu sync.RWMutex
-	handles   = map[int64]*core{}
-	nextID    int64
+	handlesMu  sync.Mutex
+	handles    = map[int64]*core{}
+	handleSnap atomic.Pointer[map[int64]*core]
+	nextID     int64
 )
 
+// publishHandles makes handles what lookup sees. Called with handlesMu held.
+func publishHandles() {
+	snap := make(map[int64]*core, len(handles))
+	for id, c := range handles {
+		snap[id] = c
+	}
+	handleSnap.Store(&snap)
+}
+
 func lookup(h C.int64_t) *core {
-	handlesMu.RLock()
-	c := handles[int64(h)]
-	handlesMu.RUnlock()
-	return c
+	if snap := handleSnap.Load(); snap != nil {
+		return (*snap)[int64(h)]
+	}
+	return nil
 }
 
 // acquire returns the core behind h with its lock held, or nil.
@@ -187,6 +203,7 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	c := &core{s: sched.New(d, nanotime)} // CLOCK_MONOTONIC: the extension stamps resumes with it
 	c.idle.L = &c.mu
 	handles[id] = c
+	publishHandles()
 	handlesMu.Unlock()
 	return C.int64_t(id)
 }
@@ -223,6 +240,7 @@ func farce_close(h C.int64_t) C.int64_t {
 	handlesMu.Lock()
 	c := handles[int64(h)]
 	delete(handles, int64(h))
+	publishHandles()
 	handlesMu.Unlock()
 	if c == nil {
 		return -C.FARCE_E_HANDLE
