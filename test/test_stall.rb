@@ -136,10 +136,14 @@ class TestStall < Minitest::Test
     stats = nil
     Farce.run(backend: backend) do
       Fiber.scheduler.stats
-      20.times { Fiber.schedule { 5.times { sleep 0.001 } } }
+      done = 0
+      20.times { Fiber.schedule { 5.times { sleep 0.001 }; done += 1 } }
       Fiber.schedule { sleep 0.001 }
       Fiber.schedule { busy(0.3) }
-      sleep 0.05
+      # until the sleepers are done, not a fixed 0.05 s: on a loaded machine
+      # one late wakeup put this fiber's timer in the sleepers' second batch
+      sleep 0.01 until done == 20
+      sleep 0.001 # the core takes a batch's resume stamps at the poll after it
       stats = Fiber.scheduler.stats
     end
     assert_operator stats[:wakeups], :>=, 100
