@@ -42,46 +42,11 @@ class TestFork < Minitest::Test
     assert_match(%r{workers ok: 10/10}, out)
   end
 
-  WORKLOAD = File.expand_path("fork_workload.rb", __dir__)
+  WORKLOAD = File.expand_path("support/fork_workload.rb", __dir__)
 
   def test_child_of_a_started_runtime_gets_an_inert_inherited_scheduler_and_a_fresh_core
     skip_on_ruby_core "starts no Go runtime (test_ruby_core.rb covers its fork)"
-    out, status = ruby_subprocess(<<~RUBY, timeout: 30)
-      require "farce"
-      parent = Farce::Scheduler.new
-      parent_info = Farce.core_info
-      r, w = IO.pipe
-      pid = fork do
-        r.close
-        lines = []
-        lines << "closed=\#{parent.closed?}"
-        lines << "loaded_before_new=\#{Farce.core_loaded?}"
-        begin
-          parent.stats
-        rescue Farce::Error => e
-          lines << "stats: Farce::Error \#{e.message[/before fork/]}"
-        end
-        fds = Dir.children("/proc/self/fd").size
-        parent.close
-        lines << "close kept descriptors=\#{Dir.children("/proc/self/fd").size == fds}"
-        child = Farce::Scheduler.new
-        lines << "new works: \#{child.stats[:backend]}"
-        info = Farce.core_info
-        lines << "generation=\#{info[:generation]} pid_is_child=\#{info[:pid] == Process.pid} " \\
-                 "copy=\#{info[:kind]} runtimes=\#{info[:runtimes_mapped]}"
-        lines << "inherited still inert=\#{parent.closed?}"
-        child.close
-        w.write(lines.join("\\n"))
-        w.close
-        exit!(0)
-      end
-      w.close
-      puts r.read
-      Process.wait(pid)
-      puts "child exit \#{$?.exitstatus}"
-      puts "parent: \#{parent_info[:kind]} generation=\#{parent_info[:generation]} still works: \#{parent.stats[:backend]}"
-      parent.close
-    RUBY
+    out, status = ruby_subprocess(child_script("fork_inert_inherited_scheduler"), timeout: 30)
     assert status.success?, out
     assert_match(/closed=true/, out)
     assert_match(/loaded_before_new=false/, out)
@@ -98,41 +63,7 @@ class TestFork < Minitest::Test
   # children (10 at a time) each running the whole workload on its own copy.
   def test_hundred_children_of_a_started_runtime_run_the_fiber_workload
     skip_on_ruby_core "loads no copies of the Go core"
-    out, status = ruby_subprocess(<<~RUBY, timeout: 300)
-      require #{WORKLOAD.inspect}
-      ForkWorkload.run("parent")
-      copies = Hash.new(0)
-      failed = []
-      100.times.each_slice(10) do |slice|
-        children = slice.map do |i|
-          r, w = IO.pipe
-          pid = fork do
-            r.close
-            info = ForkWorkload.run("child\#{i}")
-            w.write("\#{info[:generation]} \#{info[:kind]} \#{info[:pid] == Process.pid}")
-            exit!(0)
-          rescue Exception => e
-            w.write("error \#{e.class}: \#{e.message}")
-            exit!(1)
-          end
-          w.close
-          [pid, r]
-        end
-        children.each do |pid, r|
-          report = r.read
-          r.close
-          status = Process.wait2(pid)[1]
-          if status.success? && report.match?(/\\A1 (memfd|tmpfile) true\\z/)
-            copies[report.split[1]] += 1
-          else
-            failed << "\#{pid}: \#{status.inspect} \#{report}"
-          end
-        end
-      end
-      ForkWorkload.run("parent again")
-      puts "children ok: \#{copies.values.sum}/100 copies=\#{copies.inspect}"
-      puts failed.first(5)
-    RUBY
+    out, status = ruby_subprocess(child_script("fork_hundred_children", WORKLOAD: WORKLOAD), timeout: 300)
     assert status.success?, out
     assert_match(%r{children ok: 100/100}, out)
   end
@@ -324,45 +255,7 @@ class TestFork < Minitest::Test
   # answers TERM. A hang fails on the subprocess timeout.
   def test_signal_storm_in_a_child_runs_every_trap
     skip_on_ruby_core "loads no copies of the Go core"
-    out, status = ruby_subprocess(<<~RUBY, timeout: 120)
-      require #{WORKLOAD.inspect}
-      ForkWorkload.run("parent")
-      ready_r, ready_w = IO.pipe
-      report_r, report_w = IO.pipe
-      pid = fork do
-        ready_r.close
-        report_r.close
-        counts = Hash.new(0)
-        %i[USR1 USR2 HUP INT].each { |sig| trap(sig) { counts[sig] += 1 } }
-        trap(:TERM) do
-          report_w.write(counts.sort.map { |k, v| "\#{k}=\#{v}" }.join(" "))
-          report_w.close
-          exit!(0)
-        end
-        Farce.run(backend: ForkWorkload.backend) do
-          # 500 self-signals, each sent only after the last trap ran.
-          Thread.new do
-            500.times do |i|
-              Process.kill(:USR1, Process.pid)
-              sleep 0.0005 until counts[:USR1] > i
-            end
-          end
-          sleep 0.001 until counts[:USR1] == 500
-          ready_w.write("ready")
-          ready_w.close
-          r, _w = IO.pipe
-          Fiber.schedule { r.read } # parks the loop on a pipe forever
-        end
-      end
-      ready_w.close
-      report_w.close
-      ready = ready_r.read
-      3000.times { |i| Process.kill(%i[USR2 HUP INT][i % 3], pid) }
-      sleep 0.2
-      Process.kill(:TERM, pid)
-      puts "ready=\#{ready} report=\#{report_r.read}"
-      puts "child exit \#{Process.wait2(pid)[1].exitstatus}"
-    RUBY
+    out, status = ruby_subprocess(child_script("fork_signal_storm_in_a_child", WORKLOAD: WORKLOAD), timeout: 120)
     assert status.success?, out
     assert_match(/ready=ready/, out)
     assert_match(/USR1=500\b/, out)

@@ -35,6 +35,26 @@ module FarceTestHelper
     wanted.select { |b| backend_available?(b) }
   end
 
+  # The backends of the Go core; a test that covers several runs on these
+  # unless it names its own.
+  NATIVE_BACKENDS = %i[epoll poll io_uring].freeze
+
+  # Yields each backend of `only` under test (backends_under_test); skips
+  # the test when none is available or selected.
+  def each_backend(only = NATIVE_BACKENDS)
+    list = backends_under_test(only)
+    skip "none of #{only.inspect} available or selected" if list.empty?
+    list.each { |b| yield b }
+  end
+
+  def needs_ruby(version)
+    skip "needs Ruby #{version}+" if Gem::Version.new(RUBY_VERSION) < Gem::Version.new(version)
+  end
+
+  # For child scripts that call the io_read hook by hand: it takes an offset
+  # from Ruby 3.2 on (`s.io_read(r, buffer, 1, *OFFSET)`).
+  OFFSET_DEFINITION = 'OFFSET = RUBY_VERSION >= "3.2" ? [0] : []'
+
   BACKENDS_AVAILABLE = {} # rubocop:disable Style/MutableConstant
 
   # Whether Farce::Scheduler.new(backend: name) works here (asked once per
@@ -56,8 +76,26 @@ module FarceTestHelper
     Farce.run(backend: backend, **options, &block)
   end
 
+  # Farce.run on the named backend, the block given the scheduler; a hang
+  # fails after 30 seconds.
+  def farce_on(name, &block)
+    Timeout.timeout(30) do
+      Farce.run(backend: name) { block.call(Fiber.scheduler) }
+    end
+  end
+
   def monotonic
     Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  end
+
+  SCRIPTS = File.expand_path("scripts", __dir__)
+
+  # The child script test/scripts/NAME.rb as code for ruby_subprocess, after
+  # a constant for each parameter: child_script("x", BACKEND: :epoll) starts
+  # with `BACKEND = :epoll`.
+  def child_script(name, **parameters)
+    parameters.map { |constant, value| "#{constant} = #{value.inspect}\n" }.join +
+      File.read(File.join(SCRIPTS, "#{name}.rb"))
   end
 
   # Runs Ruby code in a child process with farce on the load path; returns

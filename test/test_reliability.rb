@@ -3,7 +3,7 @@
 require_relative "test_helper"
 
 # Faults, load and storms. Figures are printed (FARCE_REPORT=1) so that the
-# README's reliability table can quote them; assertions are about what was
+# reliability table (docs/reliability.md) can quote them; assertions are about what was
 # lost (nothing) and generous bounds that only catch hangs.
 class TestReliability < Minitest::Test
   def report(line)
@@ -11,44 +11,7 @@ class TestReliability < Minitest::Test
   end
 
   def test_signal_storm_while_fibers_park_in_every_kind_of_wait
-    out, status = ruby_subprocess(<<~RUBY, timeout: 60)
-      require "farce"
-      require "timeout"
-      counts = Hash.new(0)
-      %w[INT TERM USR1].each { |sig| Signal.trap(sig) { counts[sig] += 1 } }
-      sent = 0
-      results = {}
-      Farce.run(backend: :#{backend}) do
-        r, w = IO.pipe
-        q = Queue.new
-        m = Mutex.new
-        cv = ConditionVariable.new
-        flag = false
-        Fiber.schedule { results[:io] = r.read(5) }
-        Fiber.schedule { sleep 0.3; results[:sleep] = true }
-        Fiber.schedule { results[:queue] = q.pop }
-        Fiber.schedule { m.synchronize { cv.wait(m) until flag; results[:cv] = true } }
-        Fiber.schedule { results[:wait] = Process.wait2(Process.spawn("sleep", "0.2"))[1].success? }
-        Fiber.schedule do
-          Timeout.timeout(0.1) { sleep 5 }
-        rescue Timeout::Error
-          results[:timeout] = true
-        end
-        storm = Thread.new do
-          300.times do |i|
-            Process.kill(%w[INT TERM USR1][i % 3], Process.pid)
-            sent += 1
-            sleep 0.001
-          end
-        end
-        storm.join
-        w.write("hello")
-        q << :item
-        m.synchronize { flag = true; cv.signal }
-      end
-      sleep 0.05 # let the last traps run
-      puts "sent=\#{sent} trapped=\#{counts.values.sum} results=\#{results.sort.to_h}"
-    RUBY
+    out, status = ruby_subprocess(child_script("signal_storm_in_every_kind_of_wait", BACKEND: backend), timeout: 60)
     assert status.success?, out
     assert_match(/sent=300/, out)
     assert_match(/:?cv(=>|: )true/, out)

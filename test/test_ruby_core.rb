@@ -80,49 +80,7 @@ class TestRubyCore < Minitest::Test
   end
 
   def test_without_the_extension_every_kind_of_wait_runs_on_the_ruby_core
-    out, status = ruby_without_extension(<<~RUBY, status: "no Go toolchain found (test)")
-      require "farce"
-      require "timeout"
-      s1 = Farce::Scheduler.new
-      s2 = Farce::Scheduler.new
-      puts "backend=\#{s1.backend} loaded=\#{Farce.core_loaded?}"
-      puts "reason=\#{s2.fallback_reason}"
-      [s1, s2].each(&:close)
-      result = Farce.run do
-        r, w = IO.pipe
-        q = Queue.new
-        Thread.new { sleep 0.02; q << :from_thread }
-        results = []
-        Fiber.schedule { results << r.read(3) }
-        Fiber.schedule { sleep 0.01; w.write("abc") }
-        Fiber.schedule { results << q.pop }
-        Fiber.schedule { results << (Timeout.timeout(0.01) { sleep 1 } rescue :timed_out) }
-        Fiber.schedule { pid = spawn("true"); results << Process.wait2(pid)[1].success? }
-        Fiber.schedule { results << Addrinfo.getaddrinfo("localhost", 80).any? }
-        if RUBY_VERSION >= "3.2"
-          Fiber.schedule { a, b = IO.pipe; b.write("x"); results << IO.select([a], nil, nil, 1)[0].size }
-        else
-          results << 1
-        end
-        if RUBY_VERSION >= "3.3"
-          File.write("/tmp/farce-ruby-core-pread-\#{$$}", "hello")
-          File.open("/tmp/farce-ruby-core-pread-\#{$$}") do |f|
-            Fiber.schedule { results << f.pread(4, 1) }
-          end
-          File.delete("/tmp/farce-ruby-core-pread-\#{$$}")
-        else
-          results << "ello"
-        end
-        sleep 0.1
-        results.map(&:to_s).sort.join(",")
-      end
-      puts "results=\#{result}"
-      begin
-        Farce::Scheduler.new(backend: :epoll)
-      rescue Farce::Error => e
-        puts "epoll: \#{e.message[/needs farce's native core/]}"
-      end
-    RUBY
+    out, status = ruby_without_extension(child_script("ruby_core_every_kind_of_wait"), status: "no Go toolchain found (test)")
     assert status.success?, out
     assert_match(/^backend=ruby loaded=false$/, out)
     assert_match(/^reason=no Go toolchain found \(test\)$/, out)

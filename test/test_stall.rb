@@ -10,8 +10,6 @@ require "zlib"
 class TestStall < Minitest::Test
   THRESHOLD = 0.1
 
-  def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-
   # The Ruby core's watchdog is a thread, which gets the GVL only at Ruby's
   # 100 ms thread switch (later on a loaded machine): a stall that must be
   # seen runs long enough for several switches there.

@@ -91,39 +91,7 @@ class TestUnwind < Minitest::Test
   # ensure runs; the queue and the mutex work afterwards from another
   # thread; the exception is the block's, even when an ensure raises.
   def test_every_kind_of_wait_is_unwound_and_the_block_exception_wins
-    each_backend_run(<<~RUBY) do |b, out, status|
-      q = Queue.new
-      m = Mutex.new
-      m.lock
-      cv_mutex = Mutex.new
-      cv = ConditionVariable.new
-      r, w = IO.pipe
-      ran = Queue.new
-      t = Thread.new do
-        Farce.run(backend: BACKEND) do
-          Fiber.schedule { begin; q.pop; ensure; ran << :queue; end }
-          Fiber.schedule { begin; cv_mutex.synchronize { cv.wait(cv_mutex) }; ensure; ran << :cv; end }
-          Fiber.schedule { begin; sleep 30; ensure; ran << :sleep; end }
-          Fiber.schedule { begin; r.read(1); ensure; ran << :read; end }
-          Fiber.schedule { begin; m.lock; ensure; ran << :mutex; end }
-          Fiber.schedule { begin; sleep 30; ensure; raise ArgumentError, "from an ensure"; end }
-          raise IOError, "the block's"
-        end
-      end
-      begin
-        t.join
-      rescue Exception => e
-        puts "raised \#{e.class}: \#{e.message}"
-      end
-      names = []
-      names << ran.pop until ran.empty?
-      puts "ensures: \#{names.sort.inspect}"
-      q << 1
-      m.unlock
-      cv_mutex.synchronize { cv.broadcast }
-      w.write("x")
-      puts "queue size \#{q.size}, mutex locked \#{m.locked?}, pipe \#{r.read_nonblock(1)}"
-    RUBY
+    each_backend_run(child_script("unwind_every_kind_of_wait")) do |b, out, status|
       assert status.success?, "#{b}: #{out}"
       assert_match(/raised IOError: the block's/, out, b)
       assert_match(/ensures: \[:cv, :mutex, :queue, :read, :sleep\]/, out, b)

@@ -2,14 +2,14 @@
 
 require_relative "test_helper"
 
-# The loop's wait paths under many interleavings: test/wait_stress_workload.rb,
+# The loop's wait paths under many interleavings: test/support/wait_stress_workload.rb,
 # a seeded random mix of descriptor waits, untimed and timed parks, wakes from
 # the loop's thread and from others, and every way of leaving a wait early,
 # runs in a child process with a hard deadline, on the backend FARCE_BACKEND
 # names (rake test runs the suite once per backend). Then the bugs that
 # workload found, each pinned by a test of its own.
 class TestWaitStress < Minitest::Test
-  WORKLOAD = File.expand_path("wait_stress_workload.rb", __dir__)
+  WORKLOAD = File.expand_path("support/wait_stress_workload.rb", __dir__)
 
   # FARCE_STRESS_SEED=n replays one seed; FARCE_STRESS_SEEDS (default 1)
   # random seeds per run and FARCE_STRESS_SCENARIOS (default 1500) scale it
@@ -181,42 +181,7 @@ class TestWaitStress < Minitest::Test
   # (parked_fibers 1) and the loop waited for it forever at the end.
   def test_fiber_kill_of_a_parked_fiber_cancels_its_wait
     skip "Fiber#kill is Ruby 3.3+" unless Fiber.method_defined?(:kill)
-    out, status = ruby_subprocess(<<~RUBY, timeout: 30) # the loop hangs at the end
-      require "farce"
-      $stdout.sync = true
-      %i[read write pop sleep timed_read].each do |kind|
-        Farce.run(backend: :#{backend}) do
-          r, w = IO.pipe
-          q = Queue.new
-          if kind == :write
-            begin
-              loop { w.write_nonblock("f" * 65_536) }
-            rescue IO::WaitWritable
-              nil
-            end
-          end
-          target = Fiber.schedule do
-            case kind
-            when :read then r.read(1)
-            when :write then w.write("x" * 70_000)
-            when :pop then q.pop
-            when :sleep then sleep
-            when :timed_read then r.wait_readable(30)
-            end
-          end
-          target.kill
-          # a read or write that is a completion operation (io_uring) ends
-          # once the loop reaped its cancellation: one more iteration
-          deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
-          sleep 0.001 while target.alive? && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
-          stats = Fiber.scheduler.stats
-          puts "\#{kind}: alive=\#{target.alive?} parked=\#{stats[:parked_fibers]} pending=\#{stats[:pending_waits]}"
-          r.close
-          w.close
-        end
-      end
-      puts "done"
-    RUBY
+    out, status = ruby_subprocess(child_script("fiber_kill_cancels_parked_waits", BACKEND: backend), timeout: 30) # the loop hangs at the end
     assert status.success?, out
     %w[read write pop sleep timed_read].each { |kind| assert_includes out, "#{kind}: alive=false parked=0 pending=0" }
     assert_includes out, "done"

@@ -43,6 +43,18 @@ typedef struct {
      * and ConditionVariable allow for, instead of a lost one (a hang). Keys
      * are marked. */
     st_table *early_unblocks;
+    /* The fiber the loop (dispatch, an interrupt or alarm it raises) or
+     * Fiber.schedule (__start) is running now, or nil (the thread's own
+     * fiber outside those: code before `run`, hooks driven by hand). A fiber
+     * parks by yielding, which returns to whoever resumed it: only this one
+     * gets back to the loop (or to its spawner) that way. Another
+     * non-blocking fiber running inside its turn was resumed by it (or by a
+     * fiber it resumed): Enumerator#next's fiber, a Fiber.new the
+     * application resumes. Its yield would land in that resume instead
+     * (Enumerator#next returned nil for a character not read yet, and the
+     * loop later resumed the enumerator's fiber on its own), so it cannot
+     * park: it waits with the thread, as a blocking fiber does (can_park). */
+    VALUE turn_fiber;
 } farce_sched;
 
 /* ---- how its fibers switch ------------------------------------------------- */
@@ -58,6 +70,10 @@ static ID id_blocking_p;
  * may let another thread run. */
 static int can_park(VALUE owner)
 {
+    VALUE turn = ((farce_sched *)RTYPEDDATA_DATA(owner))->turn_fiber;
+    if (RB_UNLIKELY(!NIL_P(turn)) && rb_fiber_current() != turn && RTEST(rb_fiber_alive_p(turn))) {
+        return 0; /* resumed by a fiber inside the turn, not by the loop (see turn_fiber) */
+    }
     VALUE current = rb_fiber_scheduler_current(); /* nil for a blocking fiber */
     if (current == owner) return 1;
     if (!NIL_P(rb_fiber_scheduler_get())) return !NIL_P(current);
@@ -68,23 +84,29 @@ static int can_park(VALUE owner)
  * A fiber's exception propagates with the batch cursor already past it. */
 static void dispatch(farce_loop *l)
 {
+    farce_sched *s = (farce_sched *)l;
     farce_wait w;
     int64_t result;
     while (farce_loop_next(l, &w, &result)) {
+        /* a fiber that raises out of its resume is dead: can_park ignores
+         * a dead turn_fiber, and run's end clears it */
+        s->turn_fiber = w.fiber;
         if (w.kind == FARCE_WAIT_ALARM) {
             /* the entry was cleared: only w holds the array whose elements
              * rb_fiber_raise reads, so keep it alive until it returned */
             VALUE alarm = w.extra;
             if (RTEST(rb_fiber_alive_p(w.fiber))) rb_fiber_raise(w.fiber, (int)RARRAY_LEN(alarm), RARRAY_CONST_PTR(alarm));
             RB_GC_GUARD(alarm);
+            s->turn_fiber = Qnil;
             continue;
         }
         VALUE arg = LONG2FIX((long)result);
         rb_fiber_resume(w.fiber, 1, &arg);
+        s->turn_fiber = Qnil;
     }
 }
 
-static void give_turn(farce_loop *l);
+static int give_turn(farce_loop *l);
 
 static const farce_front_end scheduler_front_end = {"Farce::Scheduler", yield_to_loop, 0, can_park, give_turn};
 
@@ -95,6 +117,7 @@ static void sched_mark(void *p)
     farce_sched *s = p;
     farce_loop_mark(&s->loop);
     rb_gc_mark(s->interrupts);
+    rb_gc_mark(s->turn_fiber);
     if (s->early_unblocks) rb_mark_set(s->early_unblocks);
 }
 
@@ -126,6 +149,7 @@ static VALUE sched_alloc(VALUE klass)
     farce_loop_init(&s->loop, &scheduler_front_end, obj);
     s->interrupts = rb_ary_new();
     s->early_unblocks = st_init_numtable();
+    s->turn_fiber = Qnil;
     return obj;
 }
 
@@ -163,18 +187,31 @@ static int fiber_parked(const farce_sched *s, VALUE fiber)
     return 0;
 }
 
+static ID id_alive_p, id_raise, id_transfer;
+
 /* Raises the exceptions fiber_interrupt queued into their fibers, oldest
  * first. A fiber parked in one of our waits leaves it through the park's
  * rb_protect, which cancels the wait; a fiber no longer parked (it finished,
  * or never waited here) is left alone. An exception the fiber does not
- * rescue propagates out of run, as any fiber's does; the rest stay queued. */
+ * rescue propagates out of run, as any fiber's does; the rest stay queued.
+ * A target that is not a Fiber (Ruby 4.1's operation proxy) names no fiber
+ * to look for: it is asked whether its operation is still going on (its
+ * fiber is then in a hook, so parked: the loop runs), and raises into its
+ * fiber itself. */
 static void deliver_interrupts(farce_sched *s)
 {
     while (RARRAY_LEN(s->interrupts) > 0) {
         VALUE pair = rb_ary_shift(s->interrupts);
         VALUE fiber = RARRAY_AREF(pair, 0), exception = RARRAY_AREF(pair, 1);
-        if (!fiber_parked(s, fiber) || !RTEST(rb_fiber_alive_p(fiber))) continue;
-        rb_fiber_raise(fiber, 1, &exception);
+        if (!rb_obj_is_fiber(fiber)) {
+            /* Ruby 4.1's operation target: it raises into its own fiber */
+            if (RTEST(rb_funcall(fiber, id_alive_p, 0))) rb_funcall(fiber, id_raise, 1, exception);
+        } else {
+            if (!fiber_parked(s, fiber) || !RTEST(rb_fiber_alive_p(fiber))) continue;
+            s->turn_fiber = fiber;
+            rb_fiber_raise(fiber, 1, &exception);
+            s->turn_fiber = Qnil;
+        }
         if (s->loop.closed) return;
     }
 }
@@ -227,6 +264,7 @@ static VALUE run_done(VALUE self)
     farce_sched *s = sched_of(self);
     if (live(s)) farce_loop_turn_ends(&s->loop); /* a stall in the last turn is reported */
     s->running = s->loop.running = 0;
+    s->turn_fiber = Qnil; /* left by a fiber that raised out of run */
     return Qnil;
 }
 
@@ -380,23 +418,60 @@ static void yield_fiber(farce_sched *s, int last)
 /* The running fiber held the loop past its turn budget (loop_core.c). A
  * fiber that can park (farce_loop_can_park: the same test every wait
  * makes, issue 13 item 3) yields to the loop, which resumes it after one
- * iteration. The thread's own fiber (spawning before `run`, or between
- * runs) cannot yield: it runs one iteration itself, without waiting in the
- * kernel, as `run` would. A blocking fiber while `run` runs gets nothing. */
-static void give_turn(farce_loop *l)
+ * iteration. Any other gets no turn and goes on: a blocking fiber, a fiber
+ * resumed inside another's turn, and the thread's own fiber outside `run`
+ * (spawning before `run`, or between runs). That one used to run an
+ * iteration of the loop itself, and so let scheduled fibers run between
+ * two statements of the thread's own code whenever it took longer than the
+ * budget: Ruby's test/fiber (TestFiberSleep#test_sleep: five fibers
+ * spawned, five parked; a busy machine saw a sleep(0) fiber finish during
+ * a Fiber.schedule) and its reference scheduler run them only once the
+ * thread reaches `run` (or the scheduler's close). docs/contracts.md. */
+static int give_turn(farce_loop *l)
 {
     farce_sched *s = (farce_sched *)l;
-    if (farce_loop_can_park(l)) {
-        yield_fiber(s, 1);
-        return;
-    }
-    if (s->running) return;
-    if (!farce_loop_batch_pending(l)) {
-        if (s->inbox_len) drain_inbox(s);
-        farce_loop_poll(l, 0);
-    }
-    dispatch(l);
-    if (l->closed) farce_loop_finish_release(l); /* closed from another thread meanwhile */
+    if (!farce_loop_can_park(l)) return 0;
+    yield_fiber(s, 1);
+    return 1;
+}
+
+struct start_args {
+    farce_sched *s;
+    VALUE fiber, previous;
+};
+
+static VALUE start_body(VALUE p)
+{
+    struct start_args *a = (struct start_args *)p;
+    return rb_fiber_resume(a->fiber, 0, NULL);
+}
+
+static VALUE start_done(VALUE p)
+{
+    struct start_args *a = (struct start_args *)p;
+    a->s->turn_fiber = a->previous;
+    return Qnil;
+}
+
+/* call-seq: __start(fiber) -> whatever the fiber first yields
+ * Fiber.schedule's first resume of a new fiber: its turn until it first
+ * parks (which returns here) or ends; the spawner's turn goes on after. */
+static VALUE sched_start(VALUE self, VALUE fiber)
+{
+    farce_sched *s = sched_of(self);
+    struct start_args a = {s, fiber, s->turn_fiber};
+    s->turn_fiber = fiber;
+    return rb_ensure(start_body, (VALUE)&a, start_done, (VALUE)&a);
+}
+
+/* call-seq: __restore_errinfo(exception) -> nil
+ * Sets $! back to exception: scheduler_close at thread exit (Ruby reads the
+ * thread's exception from there once the hook returned, and Ruby code such
+ * as a `break` out of a block clears it). */
+static VALUE sched_restore_errinfo(VALUE self, VALUE exception)
+{
+    if (rb_obj_is_kind_of(exception, rb_eException)) rb_set_errinfo(exception);
+    return Qnil;
 }
 
 /* call-seq: __turn_check -> nil
@@ -487,6 +562,17 @@ static VALUE sched_io_write(VALUE self, VALUE io, VALUE buffer, VALUE length)
 #define IO_RW_ARITY 3
 #endif
 
+/* Ruby 4.1: io_read(io, buffer, offset, length), one transfer that never
+ * waits (io_transfer_v4.c); on older Rubies __io_read_v4 (tests). */
+static VALUE sched_io_read_v4(VALUE self, VALUE io, VALUE buffer, VALUE offset, VALUE length)
+{
+    return farce_io_transfer_once(&get_sched(self)->loop, io, buffer, offset, length, -1, FARCE_READ);
+}
+static VALUE sched_io_write_v4(VALUE self, VALUE io, VALUE buffer, VALUE offset, VALUE length)
+{
+    return farce_io_transfer_once(&get_sched(self)->loop, io, buffer, offset, length, -1, FARCE_WRITE);
+}
+
 /* Whether the current fiber was unblocked before it blocked (see
  * early_unblocks): it must not park then. */
 static int unblocked_early(farce_sched *s)
@@ -532,8 +618,13 @@ static VALUE sched_block(int argc, VALUE *argv, VALUE self)
 {
     farce_sched *s = get_sched(self);
     rb_check_arity(argc, 1, 2);
-    int64_t tmo = argc == 2 ? farce_timeout_ns(argv[1]) : -1;
     if (unblocked_early(s)) return Qtrue;
+    /* A negative timeout times out at once, as Queue#pop(timeout:),
+     * SizedQueue#push(timeout:) and Thread#join(limit) do without a
+     * scheduler (they return nil): Ruby hands it to this hook unchecked.
+     * NaN still raises (without a scheduler, Queue#pop sleeps for ever). */
+    if (argc == 2 && !NIL_P(argv[1]) && NUM2DBL(argv[1]) < 0) return Qfalse;
+    int64_t tmo = argc == 2 ? farce_timeout_ns(argv[1]) : -1;
     VALUE blocker = NIL_P(argv[0]) ? Qtrue : argv[0];
     /* untimed (Queue#pop, Mutex#lock): a reserved token, no call into Go;
      * the fiber must be able to park before it takes one */
@@ -622,18 +713,32 @@ static VALUE sched_yield(VALUE self)
     return Qnil;
 }
 
+/* Whether target can be interrupted: a Fiber, or what Ruby 4.1 passes in
+ * its place (ruby/ruby#18793), an object standing for one blocking
+ * operation that answers alive? (the operation is still going on), raise
+ * (into its fiber, while it is) and transfer. */
+static int interrupt_target_p(VALUE target)
+{
+    return rb_obj_is_fiber(target) ||
+           (rb_respond_to(target, id_alive_p) && rb_respond_to(target, id_raise) && rb_respond_to(target, id_transfer));
+}
+
 /* call-seq: fiber_interrupt(fiber, exception) -> nil
  * Ruby 4.0 (IO#close on an IO that fibers are blocked on): raise exception
  * (an Exception or a class) in fiber, which is blocked in one of this
- * scheduler's waits. Safe from any thread: the loop raises it, after
- * waking up if it was waiting in the kernel. */
+ * scheduler's waits. Ruby 4.1 may pass an operation's stand-in instead of
+ * the Fiber (interrupt_target_p). Safe from any thread: the loop raises
+ * it, after waking up if it was waiting in the kernel. */
 static VALUE sched_fiber_interrupt(VALUE self, VALUE fiber, VALUE exception)
 {
     farce_sched *s = sched_of(self);
-    if (!rb_obj_is_fiber(fiber)) rb_raise(rb_eTypeError, "fiber_interrupt: %"PRIsVALUE" is not a Fiber", rb_obj_class(fiber));
+    if (!interrupt_target_p(fiber)) {
+        rb_raise(rb_eTypeError, "fiber_interrupt: %"PRIsVALUE" is not a Fiber, nor answers alive?, raise and transfer",
+                 rb_obj_class(fiber));
+    }
     if (!live(s)) return Qnil;
     if (fiber == rb_fiber_current()) rb_exc_raise(rb_make_exception(1, &exception));
-    if (!RTEST(rb_fiber_alive_p(fiber))) return Qnil;
+    if (!RTEST(rb_obj_is_fiber(fiber) ? rb_fiber_alive_p(fiber) : rb_funcall(fiber, id_alive_p, 0))) return Qnil;
     rb_ary_push(s->interrupts, rb_assoc_new(fiber, exception));
     if (rb_thread_current() != s->loop.thread) farce_write_wake(&s->loop.wake_fd);
     return Qnil;
@@ -690,6 +795,9 @@ void farce_fiber_scheduler_init(VALUE mFarce)
     cScheduler = rb_define_class_under(mFarce, "Scheduler", rb_cObject);
     cFiber = rb_const_get(rb_cObject, rb_intern("Fiber"));
     id_blocking_p = rb_intern("blocking?");
+    id_alive_p = rb_intern("alive?");
+    id_raise = rb_intern("raise");
+    id_transfer = rb_intern("transfer");
     rb_define_alloc_func(cScheduler, sched_alloc);
 
     rb_define_private_method(cScheduler, "__open", sched_open, 1);
@@ -701,6 +809,8 @@ void farce_fiber_scheduler_init(VALUE mFarce)
     rb_define_private_method(cScheduler, "__offload", sched_offload, 1);
     rb_define_private_method(cScheduler, "__process_wait", sched_process_wait, 2);
     rb_define_private_method(cScheduler, "__turn_check", sched_turn_check, 0);
+    rb_define_private_method(cScheduler, "__start", sched_start, 1);
+    rb_define_private_method(cScheduler, "__restore_errinfo", sched_restore_errinfo, 1);
     rb_define_private_method(cScheduler, "__parked_fibers", sched_parked_fibers, 0);
     rb_define_private_method(cScheduler, "__unwind_turn", sched_unwind_turn, 0);
     rb_define_private_method(cScheduler, "__turn_budget=", sched_set_turn_budget, 1);
@@ -713,8 +823,20 @@ void farce_fiber_scheduler_init(VALUE mFarce)
     rb_define_method(cScheduler, "stats", sched_stats, 0);
 
     rb_define_method(cScheduler, "io_wait", sched_io_wait, 3);
+#if FARCE_SINGLE_TRANSFER_HOOKS
+    rb_define_method(cScheduler, "io_read", sched_io_read_v4, 4);
+    rb_define_method(cScheduler, "io_write", sched_io_write_v4, 4);
+    (void)sched_io_read; /* the version 2/3 forms: unused on this Ruby */
+    (void)sched_io_write;
+#else
     rb_define_method(cScheduler, "io_read", sched_io_read, IO_RW_ARITY);
     rb_define_method(cScheduler, "io_write", sched_io_write, IO_RW_ARITY);
+#endif
+    /* the version 4 forms under their own names on every Ruby (tests) */
+    rb_define_private_method(cScheduler, "__io_read_v4", sched_io_read_v4, 4);
+    rb_define_private_method(cScheduler, "__io_write_v4", sched_io_write_v4, 4);
+    /* which form io_read/io_write/io_pread/io_pwrite have in this build */
+    rb_define_const(mFarce, "SINGLE_TRANSFER_HOOKS", FARCE_SINGLE_TRANSFER_HOOKS ? Qtrue : Qfalse);
     rb_define_method(cScheduler, "kernel_sleep", sched_kernel_sleep, -1);
     rb_define_method(cScheduler, "block", sched_block, -1);
     rb_define_method(cScheduler, "unblock", sched_unblock, 2);

@@ -85,7 +85,7 @@ static long dispatch(farce_loop *l)
 /* Anything but the loop fiber can transfer to the loop and be transferred back. */
 static int can_park(VALUE self) { return rb_fiber_current() != ((farce_selector *)rb_check_typeddata(self, &sel_type))->loop_fiber; }
 
-static void give_turn(farce_loop *l);
+static int give_turn(farce_loop *l);
 
 static const farce_front_end selector_front_end = {"IO::Event::Selector::Farce", transfer_to_loop, 1, can_park, give_turn};
 
@@ -201,6 +201,9 @@ static VALUE sel_select(int argc, VALUE *argv, VALUE self)
     int64_t block_ns = farce_timeout_ns(argc ? argv[0] : Qnil);
     l->idle_duration = 0.0;
     farce_loop_turn_ends(l);
+    /* the ready list is looked at below: a wakeup from another thread
+     * before this point is seen there, one after it by the poll */
+    l->wake_pending = 0;
 
     /* completions taken by a select that an exception cut short */
     long resumed = dispatch(l);
@@ -291,11 +294,24 @@ static VALUE sel_closed_p(VALUE self)
 }
 
 /* call-seq: wakeup -> true if the loop was in its kernel wait
- * Safe from any thread (callers hold the GVL, as for push). */
+ * From any thread, as io-event's selectors (docs/contracts.md): Async's
+ * Scheduler#unblock and #interrupt call push and wakeup from the thread
+ * that unblocks. Callers hold the GVL, and so does the loop's thread
+ * whenever it is not in its kernel wait: the loop sets in_kernel_wait
+ * before it lets go of the GVL, so a wakeup that sees it unset comes before
+ * the wait, and leaves wake_pending for the poll to see (a select that
+ * looked at its ready list already, then ran Ruby code: the close scan). A
+ * wakeup that sees it set writes the wake descriptor, which ends the kernel
+ * wait, or keeps the next one from starting. Never raises, not even on a
+ * closed selector: Async may still hold it there. */
 static VALUE sel_wakeup(VALUE self)
 {
     farce_selector *s = sel_of(self);
-    if (!s->loop.handle || farce_loop_inert(&s->loop) || !s->loop.in_kernel_wait) return Qfalse;
+    if (s->loop.closed || farce_loop_inert(&s->loop)) return Qfalse;
+    if (!s->loop.handle || !s->loop.in_kernel_wait) {
+        s->loop.wake_pending = 1;
+        return Qfalse;
+    }
     farce_write_wake(&s->loop.wake_fd);
     return Qtrue;
 }
@@ -353,11 +369,12 @@ static VALUE switch_queued(VALUE self, enum switch_kind kind, VALUE target, int 
 /* The running fiber held the loop past its turn budget (loop_core.c): it
  * goes on the ready list and transfers to the loop fiber, as `yield` does;
  * the next select transfers back. Not from the loop fiber itself. */
-static void give_turn(farce_loop *l)
+static int give_turn(farce_loop *l)
 {
     farce_selector *s = (farce_selector *)l;
-    if (NIL_P(s->loop_fiber) || rb_fiber_current() == s->loop_fiber) return;
+    if (NIL_P(s->loop_fiber) || rb_fiber_current() == s->loop_fiber) return 0;
     switch_queued(l->owner, SWITCH_TO_LOOP, s->loop_fiber, 0, NULL);
+    return 1;
 }
 
 /* call-seq: turn_budget -> seconds or nil (none) */
@@ -408,10 +425,20 @@ static VALUE sel_raise(int argc, VALUE *argv, VALUE self)
 }
 
 /* call-seq: push(fiber) -> nil
- * Anything answering alive? and transfer may be queued. */
+ * Anything answering alive? and transfer may be queued. From any thread,
+ * as io-event's selectors (Async's Scheduler#unblock pushes from the
+ * thread that unblocks, then calls wakeup): the ready list is touched only
+ * with the GVL held, by this and by the loop's select, which reads it
+ * again after every transfer (run_ready). Another thread neither claims
+ * an idle loop here (it stays the loop's thread's) nor raises on a closed
+ * or inherited selector (dropped: nobody will select it again). */
 static VALUE sel_push(VALUE self, VALUE fiber)
 {
-    farce_selector *s = get_sel(self);
+    farce_selector *s = sel_of(self);
+    if (s->loop.closed || farce_loop_inert(&s->loop)) {
+        if (rb_thread_current() != s->loop.thread) return Qnil;
+        farce_loop_check_usable(&s->loop); /* raises: the loop's own thread pushed after close */
+    }
     ready_push(s, fiber);
     return Qnil;
 }
@@ -441,7 +468,15 @@ static VALUE sel_io_wait(VALUE self, VALUE fiber, VALUE io, VALUE events)
         return INT2NUM(ev);
     }
     int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, -1, FARCE_KNOWN_UNKNOWN);
-    return r > 0 && r != FARCE_RESUMED_ELSEWHERE ? LL2NUM(r & ev) : Qfalse;
+    if (r == FARCE_RESUMED_ELSEWHERE) return Qfalse;
+    /* Closed while this fiber waited (another fiber closed it before the
+     * loop's select): what the kernel reported was the dead descriptor's
+     * (poll's POLLNVAL, io_uring's EBADF), not io's readiness. io-event's
+     * EPoll never resumes such a fiber (the close dropped its
+     * registration), URing resumes it with EBADF; an IOError as io_read
+     * and the scheduler's io_wait raise, never a readiness that was not. */
+    if (farce_io_fd_or_closed(io) != fd) rb_raise(rb_eIOError, "closed stream");
+    return r > 0 ? LL2NUM(r & ev) : Qfalse;
 }
 
 /* call-seq: io_read(fiber, io, buffer, length, offset = 0) -> count or -errno */
@@ -478,6 +513,35 @@ static VALUE sel_io_pwrite(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALU
     off_t pos = NUM2OFFT(from);
     if (pos < 0) return INT2NUM(-EINVAL);
     return farce_io_transfer(&get_sel(self)->loop, io, buffer, length, NUM2SIZET(offset), pos, FARCE_WRITE);
+}
+
+/* io-event's selectors follow the Ruby they are built for (io-event#211):
+ * on Ruby 4.1 (scheduler interface version 4) Async calls io_read(fiber,
+ * io, buffer, offset, length) and io_pread(fiber, io, buffer, from, offset,
+ * length), one transfer that never waits (io_transfer_v4.c). On older
+ * Rubies these are __io_read_v4 and friends (tests). */
+static VALUE sel_io_read_v4(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE offset, VALUE length)
+{
+    return farce_io_transfer_once(&get_sel(self)->loop, io, buffer, offset, length, -1, FARCE_READ);
+}
+
+static VALUE sel_io_write_v4(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE offset, VALUE length)
+{
+    return farce_io_transfer_once(&get_sel(self)->loop, io, buffer, offset, length, -1, FARCE_WRITE);
+}
+
+static VALUE sel_io_pread_v4(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE from, VALUE offset, VALUE length)
+{
+    off_t pos = NUM2OFFT(from);
+    if (pos < 0) return INT2NUM(-EINVAL);
+    return farce_io_transfer_once(&get_sel(self)->loop, io, buffer, offset, length, pos, FARCE_READ);
+}
+
+static VALUE sel_io_pwrite_v4(VALUE self, VALUE fiber, VALUE io, VALUE buffer, VALUE from, VALUE offset, VALUE length)
+{
+    off_t pos = NUM2OFFT(from);
+    if (pos < 0) return INT2NUM(-EINVAL);
+    return farce_io_transfer_once(&get_sel(self)->loop, io, buffer, offset, length, pos, FARCE_WRITE);
 }
 
 /* call-seq: io_close(io_or_descriptor) -> nil
@@ -526,10 +590,26 @@ void farce_io_event_selector_init(VALUE mFarce)
     rb_define_method(cSelector, "ready?", sel_ready_p, 0);
     rb_define_method(cSelector, "select", sel_select, -1);
     rb_define_method(cSelector, "io_wait", sel_io_wait, 3);
+#if FARCE_SINGLE_TRANSFER_HOOKS
+    rb_define_method(cSelector, "io_read", sel_io_read_v4, 5);
+    rb_define_method(cSelector, "io_write", sel_io_write_v4, 5);
+    rb_define_method(cSelector, "io_pread", sel_io_pread_v4, 6);
+    rb_define_method(cSelector, "io_pwrite", sel_io_pwrite_v4, 6);
+    (void)sel_io_read; /* the version 2/3 forms: unused on this Ruby */
+    (void)sel_io_write;
+    (void)sel_io_pread;
+    (void)sel_io_pwrite;
+#else
     rb_define_method(cSelector, "io_read", sel_io_read, -1);
     rb_define_method(cSelector, "io_write", sel_io_write, -1);
     rb_define_method(cSelector, "io_pread", sel_io_pread, 6);
     rb_define_method(cSelector, "io_pwrite", sel_io_pwrite, 6);
+#endif
+    /* the version 4 forms under their own names on every Ruby (tests) */
+    rb_define_private_method(cSelector, "__io_read_v4", sel_io_read_v4, 5);
+    rb_define_private_method(cSelector, "__io_write_v4", sel_io_write_v4, 5);
+    rb_define_private_method(cSelector, "__io_pread_v4", sel_io_pread_v4, 6);
+    rb_define_private_method(cSelector, "__io_pwrite_v4", sel_io_pwrite_v4, 6);
     rb_define_method(cSelector, "io_close", sel_io_close, 1);
     rb_define_method(cSelector, "process_wait", sel_process_wait, 3);
 }

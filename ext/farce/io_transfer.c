@@ -35,8 +35,8 @@
 #include <ruby.h>
 #include <ruby/io.h>
 #include <ruby/io/buffer.h>
-#include <ruby/version.h>
 #include <ruby/debug.h>
+#include "buffer_lock.h"
 #include "io_transfer.h"
 #include "wait_table.h"
 
@@ -118,24 +118,9 @@ static int nonblocking_call(void)
     return 0;
 }
 
-/* IO::Buffer#locked? without raising: the flags rb_io_buffer_get_bytes
- * returns (3.2+); 3.1 has no C accessor for it, so it asks the method. */
-static ID id_locked_p;
-
-static int buffer_locked(VALUE buffer)
-{
-#if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 2)
-    void *base;
-    size_t size;
-    return (rb_io_buffer_get_bytes(buffer, &base, &size) & RB_IO_BUFFER_LOCKED) != 0;
-#else
-    return RTEST(rb_funcall(buffer, id_locked_p, 0));
-#endif
-}
-
 void farce_io_transfer_init(void)
 {
-    id_locked_p = rb_intern("locked?");
+    farce_buffer_lock_init();
     /* not NULL: Ruby calls no mark function for a data object without data */
     rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &frame_keeper_type, frame_cache));
 }
@@ -174,7 +159,8 @@ static int nowait_pipes = 1; /* preadv2/pwritev2 take RWF_NOWAIT for pipes (Linu
  * (RWF_NOWAIT); anything else (a tty) has its flags read again first, and
  * a descriptor found blocking is waited on before every call from then on.
  * Returns what read/write would, EAGAIN included. */
-static ssize_t stream_nowait(farce_fd_ent *f, int fd, int reading, void *at, size_t room)
+static inline __attribute__((always_inline)) ssize_t stream_nowait(farce_fd_ent *f, int fd, int reading, void *at,
+                                                                    size_t room)
 {
     if (f->socket) return reading ? recv(fd, at, room, MSG_DONTWAIT) : send(fd, at, room, MSG_DONTWAIT);
 #ifdef RWF_NOWAIT
@@ -216,10 +202,10 @@ static void keep_unread(VALUE io, int fd, const char *data, size_t len)
 }
 
 /* Runs one completion operation on len bytes at ptr, memory owned by
- * buffer, and returns its result (bytes or -errno). The buffer is locked
- * (unless its owner already did) so that it cannot be resized or freed while
- * the kernel uses it, and pinned in the wait table until the completion is
- * reaped (farce_loop_park_op). A cancellation that did not come from an
+ * buffer, and returns its result (bytes or -errno). The buffer is held
+ * (buffer_lock.h) so that it cannot be resized or freed while the kernel
+ * uses it, and pinned in the wait table until the completion is reaped
+ * (farce_loop_park_op). A cancellation that did not come from an
  * exception (the descriptor was closed) raises IOError, as a closed wait
  * does. before: the bytes this transfer read into the buffer just ahead of
  * ptr (see keep_unread). */
@@ -228,13 +214,12 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
 {
     uint64_t token = 0;
     farce_stack_guard();
-    int locked = buffer_locked(buffer);
-    if (!locked) rb_io_buffer_lock(buffer);
     int op = direction == FARCE_READ ? FARCE_OP_READ : FARCE_OP_WRITE;
-    farce_loop_op_room(l); /* may raise: not between the submission and the park */
+    farce_loop_op_room(l); /* may raise: not between the submission and the park, nor with the hold taken */
+    int held = farce_buffer_hold(buffer); /* from here, every way out gives it back */
     int64_t r = l->core->submit_op(l->handle, op, fd, (uint64_t)(uintptr_t)ptr, (uint64_t)len, -1, &token);
     if (r < 0) {
-        if (!locked) rb_io_buffer_unlock(buffer);
+        farce_buffer_release(buffer, held);
         if (r == -EAGAIN) return r; /* the caller waits for readiness instead */
         farce_loop_raise(l, r, direction == FARCE_READ ? "read" : "write");
     }
@@ -256,10 +241,10 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
         /* errinfo is still the held jump's (park_op replays it the same
          * way): nothing below raises before rb_jump_tag */
         if (direction == FARCE_READ && result > 0) keep_unread(io, fd, (char *)ptr - before, before + (size_t)result);
-        if (!locked) rb_io_buffer_unlock(buffer);
+        farce_buffer_release(buffer, held);
         rb_jump_tag(state);
     }
-    if (!locked) rb_io_buffer_unlock(buffer);
+    farce_buffer_release(buffer, held);
     /* Only the core cancels an operation park_op did not: the descriptor
      * was closed (close scan, io_close) or its number changed hands (the
      * check before the poll that would have submitted it). An
@@ -395,4 +380,11 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
      * is owed, not given here (farce_loop_turn_check_done). */
     if (l->turn_started_ns == turn) farce_loop_turn_check_done(l);
     return result;
+}
+
+/* A second caller must not cost the loop above its inlined copy (hence
+ * always_inline on stream_nowait): io_transfer_v4.c's. */
+ssize_t farce_stream_nowait(farce_fd_ent *f, int fd, int reading, void *at, size_t room)
+{
+    return stream_nowait(f, fd, reading, at, room);
 }

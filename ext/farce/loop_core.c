@@ -156,7 +156,8 @@ void farce_loop_claim_or_raise(farce_loop *l)
     rb_raise(farce_eError, "%s#%s called from %"PRIsVALUE", but this %s belongs to %"PRIsVALUE" (%ld fibers "
              "wait in it there): a scheduler serves only the thread that runs it. Create one per thread "
              "(Fiber.set_scheduler(Farce::Scheduler.new) inside each), and pass work between threads with a "
-             "Thread::Queue; only unblock, fiber_interrupt, stats and io_close may be called from anywhere",
+             "Thread::Queue; only unblock, fiber_interrupt, stats, io_close and the selector's push and wakeup may "
+             "be called from anywhere",
              l->front->name, hook ? rb_id2name(hook) : "hook", rb_inspect(current), l->front->name, rb_inspect(l->thread), l->parked);
 }
 
@@ -301,6 +302,8 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
          * next: the second call submits, so readiness armed in this very
          * call is seen (io-event's contract). */
         n = l->core->poll(l->handle, 0, l->batch, FARCE_BATCH);
+    } else if (n == 0 && l->wake_pending) {
+        l->wake_pending = 0; /* woken from another thread since the front end looked: no wait */
     } else if (n == 0) {
         /* the close scan must get its turn while descriptor waits are parked */
         if (l->fd_parked && (block_ns < 0 || block_ns > FARCE_CLOSE_SCAN_NS)) block_ns = FARCE_CLOSE_SCAN_NS;
@@ -405,8 +408,7 @@ void farce_loop_wake(farce_loop *l, uint64_t token)
  */
 void farce_loop_give_turn_done(farce_loop *l)
 {
-    l->turns_given++;
-    l->front->give_turn(l);
+    if (l->front->give_turn(l)) l->turns_given++;
     /* where the front end could not give one (see its give_turn), the
      * check stays quiet for another budget */
     farce_loop_turn_begins(l);

@@ -83,8 +83,11 @@ typedef struct {
     int (*can_park)(VALUE owner);
     /* Gives the loop a turn because the running fiber held it past the turn
      * budget (farce_loop_turn_check): the fiber is queued as ready and the
-     * loop runs an iteration before it continues. */
-    void (*give_turn)(farce_loop *l);
+     * loop runs an iteration before it continues. Returns 0 when the
+     * current fiber cannot give one (it cannot park: the thread's own
+     * fiber, the selector's loop fiber, a fiber resumed inside another's
+     * turn): it goes on, and nothing else runs meanwhile. */
+    int (*give_turn)(farce_loop *l);
 } farce_front_end;
 
 struct farce_loop {
@@ -117,6 +120,13 @@ struct farce_loop {
     int batch_pos, batch_len;
 
     volatile int in_kernel_wait; /* a wakeup from another thread must write wake_fd */
+    /* A wakeup from another thread (the selector's push + wakeup) came while
+     * the loop was not in its kernel wait: the next poll must not wait. Set
+     * and read with the GVL held; the front end clears it right before it
+     * looks at its ready work (sel_select), the poll when it skips a wait
+     * for it. Ruby code the loop runs between the two (a WeakMap lookup in
+     * the close scan) may let the waking thread run there. */
+    volatile int wake_pending;
     int running;                 /* the front end's loop runs (it owns the thread's attention) */
     double idle_duration;        /* seconds the last blocking poll slept in the kernel */
     long ops_submitted;          /* completion operations started (stats) */

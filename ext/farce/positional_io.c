@@ -24,6 +24,8 @@
 #include <ruby/io.h>
 #include <ruby/io/buffer.h>
 #include <ruby/thread.h>
+#include "buffer_lock.h"
+#include "io_transfer.h"
 #include "ruby_io.h"
 
 /* Exported by libruby (every version farce supports), not in its public headers. */
@@ -64,7 +66,7 @@ static int descriptor(VALUE io)
 /* Reads (or writes) at least `length` bytes of buffer[offset...] at file
  * position `from`, at least once when length is 0; returns the byte count,
  * or -errno when the first transfer fails. A read stops at end of file.
- * Runs with the buffer locked (positional_locked). */
+ * Runs with the buffer held (positional_io). */
 static VALUE positional_transfer(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
 {
     size_t length = NUM2SIZET(length_v), offset = NUM2SIZET(offset_v), total = 0;
@@ -97,9 +99,6 @@ static VALUE positional_transfer(int writing, VALUE io, VALUE buffer, VALUE from
     }
 }
 
-/* IO::Buffer#locked? without raising (3.1 has no C accessor for it). */
-static ID id_locked_p;
-
 struct positional_call {
     int writing;
     VALUE io, buffer, from, length, offset;
@@ -111,24 +110,16 @@ static VALUE positional_call_body(VALUE p)
     return positional_transfer(c->writing, c->io, c->buffer, c->from, c->length, c->offset);
 }
 
-static VALUE positional_call_unlock(VALUE buffer)
-{
-    rb_io_buffer_unlock(buffer);
-    return Qnil;
-}
-
 /* The worker thread transfers with the GVL released, so the loop's other
- * fibers run meanwhile: the buffer is locked for the whole transfer so
- * that none of them can resize or free it under the system call (they get
- * IO::Buffer::LockedError). A buffer its owner locked already stays so. */
+ * fibers run meanwhile: the buffer is held for the whole transfer so that
+ * none of them can resize or free it under the system call (they get
+ * IO::Buffer::LockedError), and given back however it ends
+ * (buffer_lock.h). */
 static VALUE positional_io(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
 {
     struct positional_call c = {writing, io, buffer, from_v, length_v, offset_v};
-    if (!rb_obj_is_kind_of(buffer, rb_cIOBuffer) || RTEST(rb_funcall(buffer, id_locked_p, 0))) {
-        return positional_call_body((VALUE)&c);
-    }
-    rb_io_buffer_lock(buffer);
-    return rb_ensure(positional_call_body, (VALUE)&c, positional_call_unlock, buffer);
+    if (!rb_obj_is_kind_of(buffer, rb_cIOBuffer)) return positional_call_body((VALUE)&c);
+    return farce_buffer_held(buffer, positional_call_body, (VALUE)&c);
 }
 
 #pragma GCC diagnostic push
@@ -197,12 +188,122 @@ static VALUE farce_pwrite(VALUE mod, VALUE io, VALUE buffer, VALUE from, VALUE l
     return positional_io(1, io, buffer, from, length, offset);
 }
 
+/* ---- Ruby 4.1: scheduler interface version 4 (ruby/ruby#18483) -----------
+ * io_pread/io_pwrite(io, buffer, from, offset, length): one transfer of at
+ * most `length` bytes of buffer[offset, length] at file position `from`;
+ * the count (short counts included, 0 at end of file and for a length of
+ * 0) or -errno, -EINVAL for a range outside the buffer or a negative
+ * position. Still on a worker thread: a file is always "ready", and one
+ * pread of a slow disk would stall the loop as much as many. */
+
+/* One positional transfer with the GVL (on a worker thread, or the
+ * caller's when there is no pool), the buffer held around it. */
+struct positional_once {
+    int writing;
+    VALUE io, buffer;
+    off_t from;
+    size_t offset, length;
+};
+
+static VALUE positional_once_body(VALUE p)
+{
+    struct positional_once *o = (struct positional_once *)p;
+    for (;;) {
+        int fd = descriptor(o->io); /* again after EINTR: raises IOError once the IO is closed */
+        void *base;
+        size_t size;
+        farce_buffer_bytes(o->buffer, !o->writing, &base, &size);
+        if (o->offset > size || o->length > size - o->offset) return INT2NUM(-EINVAL);
+        struct positional a = {fd, o->writing, (char *)base + o->offset, o->length, o->from, 0, 0};
+        rb_thread_call_without_gvl(positional_nogvl, &a, NULL, NULL);
+        if (a.result >= 0) return SSIZET2NUM(a.result);
+        if (a.error != EINTR) return INT2NUM(-a.error);
+        rb_thread_check_ints();
+    }
+}
+
+static VALUE positional_once(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE offset_v, VALUE length_v)
+{
+    struct positional_once o = {writing, io, buffer, NUM2OFFT(from_v), NUM2SIZET(offset_v), NUM2SIZET(length_v)};
+    if (o.from < 0) return INT2NUM(-EINVAL);
+    if (o.length == 0) return INT2FIX(0); /* no transfer asked: none made */
+    if (!rb_obj_is_kind_of(buffer, rb_cIOBuffer)) return positional_once_body((VALUE)&o);
+    return farce_buffer_held(buffer, positional_once_body, (VALUE)&o);
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+/* positional_without_gvl's single transfer (see the top of this file). */
+static VALUE positional_once_without_gvl(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE offset_v, VALUE length_v)
+{
+    if (!FIXNUM_P(from_v) || !FIXNUM_P(length_v) || !FIXNUM_P(offset_v) || !RB_TYPE_P(io, T_FILE)) return INT2FIX(-EINVAL);
+    rb_io_t *fptr = RFILE(io)->fptr;
+    if (!fptr || fptr->fd < 0) return INT2FIX(-EBADF);
+    long from = FIX2LONG(from_v), length = FIX2LONG(length_v), offset = FIX2LONG(offset_v);
+    void *base;
+    size_t size;
+    farce_buffer_bytes(buffer, !writing, &base, &size);
+    if (from < 0 || offset < 0 || length < 0 || (size_t)offset > size || (size_t)length > size - (size_t)offset) {
+        return INT2FIX(-EINVAL);
+    }
+    if (length == 0) return INT2FIX(0);
+    struct positional a = {fptr->fd, writing, (char *)base + offset, (size_t)length, (off_t)from, 0, 0};
+    do positional_nogvl(&a);
+    while (a.result < 0 && a.error == EINTR);
+    return a.result >= 0 ? LONG2FIX((long)a.result) : INT2FIX(-a.error);
+}
+#pragma GCC diagnostic pop
+
+static ID id_offload_positional_once;
+
+/* call-seq: io_pread(io, buffer, from, offset, length) -> count or -errno
+ * (Ruby 4.1; on older Rubies as __io_pread_v4) */
+static VALUE sched_io_pread_v4(VALUE self, VALUE io, VALUE buffer, VALUE from, VALUE offset, VALUE length)
+{
+    if (!ruby_thread_has_gvl_p()) return positional_once_without_gvl(0, io, buffer, from, offset, length);
+    VALUE args[] = {Qfalse, io, buffer, from, offset, length};
+    return rb_funcallv(self, id_offload_positional_once, 6, args);
+}
+
+/* call-seq: io_pwrite(io, buffer, from, offset, length) -> count or -errno
+ * (Ruby 4.1; on older Rubies as __io_pwrite_v4) */
+static VALUE sched_io_pwrite_v4(VALUE self, VALUE io, VALUE buffer, VALUE from, VALUE offset, VALUE length)
+{
+    if (!ruby_thread_has_gvl_p()) return positional_once_without_gvl(1, io, buffer, from, offset, length);
+    VALUE args[] = {Qtrue, io, buffer, from, offset, length};
+    return rb_funcallv(self, id_offload_positional_once, 6, args);
+}
+
+/* call-seq: Farce.__pread_once(io, buffer, from, offset, length) -> count or -errno */
+static VALUE farce_pread_once(VALUE mod, VALUE io, VALUE buffer, VALUE from, VALUE offset, VALUE length)
+{
+    return positional_once(0, io, buffer, from, offset, length);
+}
+
+/* call-seq: Farce.__pwrite_once(io, buffer, from, offset, length) -> count or -errno */
+static VALUE farce_pwrite_once(VALUE mod, VALUE io, VALUE buffer, VALUE from, VALUE offset, VALUE length)
+{
+    return positional_once(1, io, buffer, from, offset, length);
+}
+
 void farce_offload_init(VALUE mFarce, VALUE cScheduler)
 {
     id_offload_positional = rb_intern("__offload_positional");
-    id_locked_p = rb_intern("locked?");
+    id_offload_positional_once = rb_intern("__offload_positional_once");
+#if FARCE_SINGLE_TRANSFER_HOOKS
+    rb_define_method(cScheduler, "io_pread", sched_io_pread_v4, 5);
+    rb_define_method(cScheduler, "io_pwrite", sched_io_pwrite_v4, 5);
+    (void)sched_io_pread; /* the version 3 forms: unused on this Ruby */
+    (void)sched_io_pwrite;
+#else
     rb_define_method(cScheduler, "io_pread", sched_io_pread, 5);
     rb_define_method(cScheduler, "io_pwrite", sched_io_pwrite, 5);
+#endif
+    /* the version 4 forms under their own names on every Ruby (tests) */
+    rb_define_private_method(cScheduler, "__io_pread_v4", sched_io_pread_v4, 5);
+    rb_define_private_method(cScheduler, "__io_pwrite_v4", sched_io_pwrite_v4, 5);
     rb_define_singleton_method(mFarce, "__pread", farce_pread, 5);
     rb_define_singleton_method(mFarce, "__pwrite", farce_pwrite, 5);
+    rb_define_singleton_method(mFarce, "__pread_once", farce_pread_once, 5);
+    rb_define_singleton_method(mFarce, "__pwrite_once", farce_pwrite_once, 5);
 }

@@ -7,8 +7,11 @@
  * (farce_front_end.to_loop); see loop_core.h.
  */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include "wait_table.h"
+#include <ruby/thread.h>
+#include <ruby/fiber/scheduler.h>
 
 farce_wait *farce_loop_wait_grow(farce_loop *l, uint32_t slot)
 {
@@ -66,7 +69,8 @@ static void refuse_unparkable(farce_loop *l, uint64_t token, const char *what)
     if (RB_LIKELY(farce_loop_can_park(l))) return;
     if (l->handle && !farce_loop_inert(l)) l->core->cancel(l->handle, token);
     rb_raise(farce_eError, "%s#%s called from a fiber that cannot wait in it (a blocking fiber, e.g. the thread's "
-             "root fiber, or the selector's loop fiber): call it from a fiber the scheduler runs "
+             "root fiber, the selector's loop fiber, or a fiber resumed inside another fiber's turn, e.g. "
+             "Enumerator#next's): call it from a fiber the scheduler runs "
              "(Fiber.schedule / a task), or use the blocking call Ruby offers without a scheduler",
              l->front->name, what);
 }
@@ -189,12 +193,66 @@ int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin, int64_t *re
     }
 }
 
+struct poll_nogvl {
+    struct pollfd pfd;
+    int timeout_ms;
+    int result, error;
+};
+
+static void *poll_nogvl_body(void *p)
+{
+    struct poll_nogvl *a = p;
+    a->result = poll(&a->pfd, 1, a->timeout_ms);
+    a->error = errno;
+    return NULL;
+}
+
+/* poll(2) on fd with the GVL released, Ruby's interrupts run between tries
+ * (they may raise); the ready events in Ruby's bits (a hang-up or error:
+ * all of them, the caller's next call finds out), 0 on timeout. For a
+ * non-blocking fiber that cannot park, for which rb_wait_for_single_fd
+ * would ask the scheduler, this very hook, again. */
+static int64_t poll_fd_blocking(int fd, uint32_t events, int64_t timeout_ns)
+{
+    struct poll_nogvl a;
+    int64_t deadline = timeout_ns >= 0 ? farce_monotonic_ns() + timeout_ns : 0;
+    for (;;) {
+        a.pfd.fd = fd;
+        a.pfd.events = (short)(((events & RUBY_IO_READABLE) ? POLLIN : 0) | ((events & RUBY_IO_PRIORITY) ? POLLPRI : 0) |
+                               ((events & RUBY_IO_WRITABLE) ? POLLOUT : 0));
+        a.pfd.revents = 0;
+        a.timeout_ms = -1;
+        if (timeout_ns >= 0) {
+            int64_t left = deadline - farce_monotonic_ns();
+            a.timeout_ms = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+        }
+        rb_thread_call_without_gvl(poll_nogvl_body, &a, RUBY_UBF_IO, NULL);
+        if (a.result < 0 && a.error != EINTR) {
+            errno = a.error;
+            rb_sys_fail("wait on descriptor");
+        }
+        if (a.result > 0) {
+            if (a.pfd.revents & POLLNVAL) rb_raise(rb_eIOError, "closed stream");
+            if (a.pfd.revents & (POLLHUP | POLLERR)) return events;
+            int64_t got = 0;
+            if (a.pfd.revents & POLLIN) got |= RUBY_IO_READABLE;
+            if (a.pfd.revents & POLLPRI) got |= RUBY_IO_PRIORITY;
+            if (a.pfd.revents & POLLOUT) got |= RUBY_IO_WRITABLE;
+            return got & events;
+        }
+        rb_thread_check_ints();
+        if (a.result == 0 && timeout_ns >= 0 && farce_monotonic_ns() >= deadline) return 0;
+    }
+}
+
 /* farce_loop_wait_fd for a fiber that cannot park: the thread waits in
- * poll(2) with the GVL released and Ruby's interrupts honoured (Ruby's own
- * rb_wait_for_single_fd: no scheduler is asked, since a blocking fiber has
- * none), as the same call would without a scheduler. */
+ * poll(2) with the GVL released and Ruby's interrupts honoured, as the same
+ * call would without a scheduler. A blocking fiber has no scheduler, so
+ * Ruby's own rb_wait_for_single_fd asks none; a non-blocking one that
+ * cannot park (resumed inside another fiber's turn: can_park) waits here. */
 static int64_t wait_fd_blocking(int fd, uint32_t events, int64_t timeout_ns)
 {
+    if (!NIL_P(rb_fiber_scheduler_current())) return poll_fd_blocking(fd, events, timeout_ns);
     struct timeval tv, *tvp = NULL;
     if (timeout_ns >= 0) {
         tv.tv_sec = (time_t)(timeout_ns / 1000000000LL);

@@ -192,6 +192,17 @@ type Completer interface {
 	OpsInFlight() int
 }
 
+// Deferrer is implemented by drivers whose Wait(0) may leave queued
+// submissions for the Wait after it (io_uring), on the bet that a caller
+// that found nothing blocks next. SubmitNextWait(true) calls that bet off
+// for the next Wait: its caller has work to hand out from this poll and
+// runs it before it polls again, so a descriptor armed in this very poll
+// would go unreported for a whole iteration (io-event's select reports
+// what the kernel has ready in the one call).
+type Deferrer interface {
+	SubmitNextWait(now bool)
+}
+
 // Drainer is implemented by Completers that can wait for their operations
 // to end: DrainOps cancels every Op in flight and waits up to timeout
 // (negative: no limit) for their OpResults (handed out by Completions),

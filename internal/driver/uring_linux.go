@@ -48,6 +48,7 @@ type URing struct {
 	noExt    bool              // no IORING_FEAT_EXT_ARG: use IORING_OP_TIMEOUT SQEs
 	wasted   int               // CQEs dropped as stale (tests)
 	deferred bool              // Wait(0) left queued SQEs for the caller's next Wait
+	noDefer  bool              // the next Wait submits what is queued (SubmitNextWait)
 
 	opsOn    bool       // completion ops offered (uring_ops_linux.go)
 	ops      []uringOp  // ops in flight, by slot
@@ -275,7 +276,12 @@ func (u *URing) Wait(buf []Event, timeout time.Duration) (int, error) {
 	return n, err
 }
 
+// SubmitNextWait implements Deferrer.
+func (u *URing) SubmitNextWait(now bool) { u.noDefer = now }
+
 func (u *URing) wait(buf []Event, timeout time.Duration) (int, error) {
+	noDefer := u.noDefer
+	u.noDefer = false
 	if len(buf) == 0 {
 		return 0, nil
 	}
@@ -288,7 +294,7 @@ func (u *URing) wait(buf []Event, timeout time.Duration) (int, error) {
 		if pending == 0 && !kernelWork {
 			return n, nil
 		}
-		if timeout == 0 && n == 0 && !woke && !kernelWork && !u.deferred && len(u.queued) == 0 {
+		if timeout == 0 && n == 0 && !woke && !kernelWork && !u.deferred && !noDefer && len(u.queued) == 0 {
 			// Nothing to report and only submissions queued: the caller
 			// (the shim's loop) blocks next, and that Wait submits them in
 			// the same io_uring_enter. Never twice in a row, so a busy

@@ -36,6 +36,10 @@ type Scheduler struct {
 	iterations uint64
 	completed  uint64
 	polledAt   int64 // the clock when the last EndPoll ran
+
+	// drv, when its Wait(0) may leave submissions for the next Wait: told
+	// not to when a Poll hands out work anyway (see Poll)
+	deferrer driver.Deferrer
 }
 
 // ErrClosed is returned by every call after Close.
@@ -53,6 +57,7 @@ func New(drv driver.Driver, clock Clock) *Scheduler {
 	if c, ok := drv.(driver.Completer); ok && c.SupportsOps() {
 		s.comp = c
 	}
+	s.deferrer, _ = drv.(driver.Deferrer)
 	return s
 }
 
@@ -560,6 +565,13 @@ func (s *Scheduler) Poll(out []Completion, limit time.Duration, release sync.Loc
 		return s.Drain(out), err
 	}
 	timeout := s.BeginPoll()
+	if timeout == 0 && s.deferrer != nil && s.ready.len() > s.cancelled {
+		// This poll hands out ready work (yields, wakes, due timers): its
+		// caller runs it before it polls again, so the driver's bet that
+		// an empty Wait(0) is followed by a blocking one would leave waits
+		// armed since the last poll unsubmitted for a whole iteration.
+		s.deferrer.SubmitNextWait(true)
+	}
 	if limit >= 0 && (timeout < 0 || timeout > limit) {
 		timeout = limit
 	}

@@ -111,7 +111,7 @@ module Farce
       end
       __turn_check # a spawner that never blocks must not hold the loop
       __fiber_started
-      fiber.resume
+      __start(fiber) # fiber.resume, as the new fiber's turn (see the C __start)
       fiber
     end
 
@@ -204,6 +204,20 @@ module Farce
       offload(work)
     end
 
+    # The same for Ruby 4.1's io_pread/io_pwrite (scheduler interface
+    # version 4: one transfer of at most length bytes of buffer[offset,
+    # length]; ext/farce/positional_io.c).
+    private def __offload_positional_once(writing, io, buffer, from, offset, length)
+      work = if writing
+               -> { Farce.__pwrite_once(io, buffer, from, offset, length) }
+             else
+               -> { Farce.__pread_once(io, buffer, from, offset, length) }
+             end
+      return work.call if closed? || Fiber.blocking?
+
+      offload(work)
+    end
+
     # Runs work on the worker pool; meanwhile the loop lets the workers
     # have the GVL at every iteration.
     private def offload(work)
@@ -224,10 +238,34 @@ module Farce
     end
 
     # Ruby calls this when the thread exits or Fiber.set_scheduler replaces
-    # the scheduler: runs every fiber to its end, then frees the core. An
-    # exception from a fiber propagates, leaving the scheduler usable.
-    def scheduler_close
-      close
+    # the scheduler: runs every fiber to its end, then frees the core.
+    #
+    # As Async's (docs/contracts.md): when the thread is on its way out with
+    # an exception (error, Ruby's $! there), the fibers are not run: those
+    # still parked are unwound (see #abandon) and the core is freed, so the
+    # exception is reported now instead of after every fiber's last wait
+    # (TestFiberMutex#test_mutex_deadlock: a fiber parked for good inside a
+    # Mutex#synchronize kept a thread that had raised from ending). And when
+    # a fiber raises while they run, the rest are unwound and the core freed
+    # before the exception propagates: nobody closes the scheduler after
+    # this (at thread exit the ring and wake descriptors leaked). #close,
+    # called by hand, still leaves the scheduler usable after a fiber raised.
+    def scheduler_close(error = $!)
+      if error && !closed?
+        abandon
+        # Ruby reads the thread's exception from $! once this returns: Ruby
+        # code that clears it (a `break` out of a block does; the unwinding
+        # avoids them) left Thread#join raising nothing, nothing reported
+        __restore_errinfo(error) if respond_to?(:__restore_errinfo, true) # the native extension's
+        return nil
+      end
+
+      begin
+        close
+      rescue Exception # rubocop:disable Lint/RescueException -- re-raised: only the rest is unwound first
+        abandon unless closed?
+        raise
+      end
     end
 
     def close

@@ -41,7 +41,11 @@ module Farce
     # them). Exceptions the fibers raise while they unwind are dropped: the
     # exception that ended the run is the one that propagates.
     def unwind_parked_fibers
-      UNWIND_ROUNDS.times do |round|
+      # a `while`, not `times` with `break`: a break out of a block clears $!,
+      # which is the thread's exception when Ruby closes the scheduler at
+      # its exit (Scheduler#scheduler_close)
+      round = 0
+      while round < UNWIND_ROUNDS
         fibers = __parked_fibers
         break if fibers.empty?
 
@@ -51,6 +55,7 @@ module Farce
         # completions of the operations they cancelled (io_uring: a fiber
         # leaves an operation only once the kernel let go of its buffer)
         unwind_quietly { __unwind_turn }
+        round += 1
       end
       nil
     end

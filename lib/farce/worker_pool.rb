@@ -58,17 +58,36 @@ module Farce
       # value or raises its exception.
       def wait
         held = nil
+        done = false
         begin
-          @done.pop
-        rescue Exception => e # rubocop:disable Lint/RescueException -- see the class comment
-          held ||= e
-          retry
+          begin
+            @done.pop
+            done = true
+          rescue Exception => e # rubocop:disable Lint/RescueException -- see the class comment
+            held ||= e
+            retry
+          end
+        ensure
+          # Fiber#kill (3.3+) is no exception: only ensure clauses see it.
+          # The work may still use the caller's memory (io_pread's buffer,
+          # which Ruby frees once the hook is left: Ruby 4.1 ends the
+          # process when the worker's hold on it is still taken), so the
+          # killed fiber waits here too before it goes.
+          finish_killed unless done
         end
         @fiber = nil
         raise held if held
         raise @error if @error
 
         @value
+      end
+
+      private
+
+      def finish_killed
+        @done.pop
+      rescue Exception # rubocop:disable Lint/RescueException -- the kill goes on once the work is done
+        retry
       end
     end
 

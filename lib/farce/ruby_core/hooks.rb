@@ -45,16 +45,36 @@ module Farce
       # no pidfd wait, so it answers :thread (a helper thread waits).
       def __process_wait(pid, flags) = @ruby_core ? :thread : super
 
-      # Ruby 3.1 calls io_read(io, buffer, length), 3.2+ adds the offset.
-      def io_read(io, buffer, length, *offset)
-        (core = @ruby_core) ? core.io_read(io, buffer, length, *offset) : super
-      end
+      if RubyCore::SINGLE_TRANSFER
+        # Ruby 4.1: io_read(io, buffer, offset, length), one transfer.
+        def io_read(io, buffer, offset, length)
+          (core = @ruby_core) ? core.io_read_once(io, buffer, offset, length) : super
+        end
 
-      def io_write(io, buffer, length, *offset)
-        (core = @ruby_core) ? core.io_write(io, buffer, length, *offset) : super
+        def io_write(io, buffer, offset, length)
+          (core = @ruby_core) ? core.io_write_once(io, buffer, offset, length) : super
+        end
+      else
+        # Ruby 3.1 calls io_read(io, buffer, length), 3.2 to 4.0 add the offset.
+        def io_read(io, buffer, length, *offset)
+          (core = @ruby_core) ? core.io_read(io, buffer, length, *offset) : super
+        end
+
+        def io_write(io, buffer, length, *offset)
+          (core = @ruby_core) ? core.io_write(io, buffer, length, *offset) : super
+        end
       end
 
       private
+
+      # Ruby 4.1's forms under their own names on every Ruby (tests).
+      def __io_read_v4(io, buffer, offset, length)
+        (core = @ruby_core) ? core.io_read_once(io, buffer, offset, length) : super
+      end
+
+      def __io_write_v4(io, buffer, offset, length)
+        (core = @ruby_core) ? core.io_write_once(io, buffer, offset, length) : super
+      end
 
       def __release = (core = @ruby_core) ? core.release : super
       def __fiber_started = (core = @ruby_core) ? core.fiber_started : super
@@ -68,6 +88,7 @@ module Farce
 
       def __cancel_alarm(token) = (core = @ruby_core) ? core.cancel_alarm(token) : super
       def __turn_check = (core = @ruby_core) ? core.turn_check : super
+      def __start(fiber) = (core = @ruby_core) ? core.start(fiber) : super
       def __parked_fibers = (core = @ruby_core) ? core.parked_fibers : super
       def __unwind_turn = (core = @ruby_core) ? core.unwind_turn : super
       def __stall_threshold=(seconds)

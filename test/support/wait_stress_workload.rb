@@ -9,7 +9,7 @@
 # fiber finished, that the loop holds no wait and no parked fiber, and that
 # no descriptor leaked.
 #
-#   ruby -Ilib test/wait_stress_workload.rb SEED SCENARIOS [BACKEND]
+#   ruby -Ilib test/support/wait_stress_workload.rb SEED SCENARIOS [BACKEND]
 #
 # Prints "OK ..." and exits 0, or prints "FAIL ..." lines and exits 1. A
 # watchdog thread prints the scenarios still running and exits 3 when the

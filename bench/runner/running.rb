@@ -1,0 +1,169 @@
+# frozen_string_literal: true
+
+# Running the cases: one workload or HTTP run per contender, alternating over runs, and what
+# each run measures besides its own output (wrk's figures, the server's CPU per thread).
+module Bench
+  class Runner
+    def progress(text, final: false)
+      elapsed = (now - @started).round
+      line = format("bench %d:%02d %s", elapsed / 60, elapsed % 60, text)
+      if @tty
+        $stderr.print "\r\e[K#{line}"
+        $stderr.print "\n" if final
+      elsif final || @last_plain != text
+        $stderr.puts line
+        @last_plain = text
+      end
+    end
+
+    def run_workload(kase, contender, label)
+      cmd = workload_command(kase, contender)
+      r, w = IO.pipe
+      err_r, err_w = IO.pipe
+      pid = Process.spawn(*cmd, out: w, err: err_w, in: File::NULL, pgroup: true, chdir: ROOT)
+      w.close
+      err_w.close
+      reader = Thread.new { r.read }
+      err_reader = Thread.new { err_r.read }
+      t0 = now
+      status = wait_or_kill(pid, kase.expect_s * 3 + 60) do
+        progress("#{label} #{(now - t0).round}s") if @tty
+      end
+      out = reader.value
+      err = err_reader.value
+      r.close
+      err_r.close
+      unless status&.success?
+        why = status ? "exit #{status.exitstatus || status.termsig}" : "timed out, killed"
+        return { "error" => "#{why}: #{err.to_s.lines.grep_v(/\A\s+from /).first(3).join.strip}" }
+      end
+      JSON.parse(out.lines.last)
+    rescue JSON::ParserError, NoMethodError => e
+      { "error" => "bad output: #{e.message}" }
+    end
+
+    def run_http(kase, contender, label)
+      cmd = command(contender, "http_hello.rb", "0")
+      io = IO.popen(cmd, "r+", err: File::NULL, pgroup: true, chdir: ROOT)
+      pid = io.pid
+      ready = IO.select([io], nil, nil, 60) && io.gets
+      port = ready.to_s[/\AREADY (\d+)/, 1]
+      _, _, ruby_version, server_pid, ruby_tids = ready.to_s.split
+      return { "error" => "server did not start: #{ready.inspect}" } unless port
+
+      url = "http://127.0.0.1:#{port}/"
+      c = kase.args[:connections]
+      if kase.args[:warmup].positive?
+        progress("#{label} warm-up")
+        capture(["wrk", "-t1", "-c#{c}", "-d#{kase.args[:warmup]}s", "--timeout", "10s", url], 60)
+      end
+      cpu0 = thread_cpu(server_pid)
+      t0 = now
+      wrk = nil
+      wrk_thread = Thread.new do
+        wrk = capture(["wrk", "-t1", "-c#{c}", "-d#{kase.args[:seconds]}s", "--latency", "--timeout", "10s", url],
+                      kase.args[:seconds] + 60)
+      end
+      while wrk_thread.alive?
+        progress("#{label} #{(now - t0).round}/#{kase.args[:seconds]}s") if @tty
+        wrk_thread.join(0.5)
+      end
+      return { "error" => "wrk failed" } unless wrk
+
+      result = parse_wrk(wrk)
+      result.merge!(cpu_split(cpu0, thread_cpu(server_pid), now - t0, server_pid, ruby_tids, result["requests"]))
+      { "contender" => contender, "result" => result, "versions" => { "ruby" => ruby_version } }
+    ensure
+      if io
+        begin
+          io.close_write
+        rescue IOError
+          nil
+        end
+        wait_or_kill(pid, 5) if pid
+        io.close rescue nil
+      end
+    end
+
+    # CPU time (ns) of each thread of the server: schedstat's run time, or
+    # utime + stime from stat (clock ticks) where schedstat is missing.
+    def thread_cpu(pid)
+      return {} unless pid
+
+      Dir.children("/proc/#{pid}/task").to_h do |tid|
+        dir = "/proc/#{pid}/task/#{tid}"
+        ns = begin
+          File.read("#{dir}/schedstat").split[0].to_i
+        rescue SystemCallError
+          fields = File.read("#{dir}/stat").sub(/\A.*\) /m, "").split
+          (fields[11].to_i + fields[12].to_i) * 10_000_000
+        end
+        [tid, ns]
+      end
+    rescue SystemCallError
+      {}
+    end
+
+    # The server's CPU over the wrk run, split into its main Ruby thread (the
+    # event loop), Ruby's other threads (those alive before the scheduler
+    # started) and the rest: the Go runtime's threads.
+    def cpu_split(before, after, wall, pid, ruby_tids, requests)
+      return {} if after.empty? || wall <= 0
+
+      ruby = ruby_tids.to_s.split(",")
+      delta = after.to_h { |tid, ns| [tid, ns - before.fetch(tid, 0)] }
+      main = delta.fetch(pid.to_s, 0)
+      others = delta.select { |tid, _| ruby.include?(tid) && tid != pid.to_s }.values.sum
+      go = delta.reject { |tid, _| ruby.include?(tid) || tid == pid.to_s }.values.sum
+      pct = ->(ns) { (ns / 1e9 / wall * 100).round(2) }
+      { "cpu_main_pct" => pct.call(main), "cpu_ruby_other_pct" => pct.call(others), "cpu_go_pct" => pct.call(go),
+        "go_threads" => delta.size - ruby.size,
+        "go_us_per_request" => requests.to_i.positive? ? (go / 1e3 / requests).round(3) : nil }
+    end
+
+    def parse_wrk(out)
+      res = {}
+      res["requests_per_second"] = out[/^Requests\/sec:\s+([\d.]+)/, 1].to_f.round
+      if (m = out.match(/^\s+Latency\s+(\S+)\s+(\S+)\s+(\S+)/))
+        res["latency_avg_ms"] = WrkTime.to_ms(m[1]).round(3)
+        res["latency_max_ms"] = WrkTime.to_ms(m[3]).round(3)
+      end
+      { "50" => "latency_p50_ms", "99" => "latency_p99_ms" }.each do |pct, key|
+        v = out[/^\s+#{pct}%\s+(\S+)/, 1]
+        res[key] = WrkTime.to_ms(v).round(3) if v
+      end
+      if (m = out.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/))
+        res["socket_errors"] = m.captures.map(&:to_i).sum
+      end
+      res["non_2xx"] = out[/Non-2xx or 3xx responses:\s+(\d+)/, 1].to_i
+      res["requests"] = out[/(\d+) requests in/, 1].to_i
+      res
+    end
+
+    def run_all(contenders, kases, references = [])
+      @raw = Hash.new { |h, k| h[k] = Hash.new { |h2, k2| h2[k2] = [] } }
+      for_case = ->(kase) { REFERENCE_CASES.include?(kase.id) ? contenders + references : contenders }
+      total = kases.sum { |k| for_case.call(k).size } * @runs
+      step = 0
+      kases.each do |kase|
+        @runs.times do |run|
+          # Alternate: every run starts with a different contender.
+          order = for_case.call(kase).rotate(run)
+          order.each do |contender|
+            step += 1
+            label = "[#{step}/#{total}] #{kase.id} #{contender} run #{run + 1}/#{@runs}"
+            progress(label)
+            result = kase.kind == :http ? run_http(kase, contender, label) : run_workload(kase, contender, label)
+            if result["error"]
+              progress("#{label}: FAILED #{result['error']}", final: true)
+              @notes << "#{kase.id} #{contender} run #{run + 1} failed: #{result['error']}"
+            end
+            @raw[kase.id][contender] << result
+            @load << File.read("/proc/loadavg").split[0].to_f rescue nil
+          end
+        end
+      end
+      progress("done: #{total} runs", final: true)
+    end
+  end
+end

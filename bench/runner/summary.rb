@@ -1,0 +1,51 @@
+# frozen_string_literal: true
+
+# From raw runs to the table's cells: medians over runs and the ratio to Async on the same Ruby.
+module Bench
+  class Runner
+    def median(values)
+      v = values.compact.sort
+      return nil if v.empty?
+
+      v.size.odd? ? v[v.size / 2] : (v[v.size / 2 - 1] + v[v.size / 2]) / 2.0
+    end
+
+    # What a contender's ratios divide by: Async on the same Ruby (none for Async itself).
+    def reference_of(contender, contenders)
+      return nil if contender.start_with?("async")
+
+      ref = "async@#{ruby_of(contender)}"
+      ref if contenders.include?(ref)
+    end
+
+    # per_run[contender] = [{case_id => result hash}, ...] (index = run)
+    def per_run(contenders)
+      contenders.to_h do |c|
+        [c, Array.new(@runs) { |i| @raw.to_h { |cid, by_c| [cid, by_c[c]&.[](i)&.dig("result")] } }]
+      end
+    end
+
+    def summarize(contenders)
+      per_run = per_run(contenders)
+      rows.filter_map do |row|
+        cells = contenders.to_h do |c|
+          values = per_run[c].map { |run| row.value.call(run) }
+          ref = reference_of(c, contenders)
+          ratios = if ref
+                     values.each_with_index.map do |v, i|
+                       a = row.value.call(per_run[ref][i])
+                       v && a && a.to_f.positive? && v >= 0 ? v.to_f / a : nil
+                     end
+                   else
+                     []
+                   end
+          [c, { "median" => median(values), "ratio" => median(ratios), "runs" => values }]
+        end
+        next if cells.values.all? { |cell| cell["median"].nil? }
+
+        { "id" => row.id, "label" => row.label, "unit" => row.unit, "better" => row.better.to_s,
+          "plot" => row.plot ? true : false, "cells" => cells }
+      end
+    end
+  end
+end

@@ -1,0 +1,191 @@
+# frozen_string_literal: true
+
+module Farce
+  class RubyCore
+    # The loop: run, one iteration (resume what is ready, drain the inbox, deliver interrupts),
+    # the IO.select over every parked IO, timers firing and the close scan.
+
+    def run
+      usable!
+      raise Farce::Error, "Farce::Scheduler#run is already running (it is not re-entrant)" if @running
+      unless Fiber.blocking?
+        raise Farce::Error, "Farce::Scheduler#run must be called from a blocking fiber (the thread's own), " \
+                            "not from a fiber the scheduler runs: it is not re-entrant"
+      end
+
+      @running = true
+      @thread = Thread.current
+      begin
+        loop_until_idle
+      ensure
+        @running = false
+      end
+      nil
+    end
+
+    private
+
+    def loop_until_idle
+      end_turn if @turn_active # Fiber.schedule's turns before run (turn_check)
+      while @open
+        @iterations += 1
+        resume_ready
+        return unless @open
+
+        # Worker threads need the GVL to start a job and hand back its
+        # result; a loop that never blocks would make them wait a time slice.
+        Thread.pass if @offloads.positive?
+        drain_inbox
+        unless @interrupts.empty?
+          deliver_interrupts
+          next
+        end
+        return if @parked <= 0
+
+        wait_for_events
+      end
+    end
+
+    # Resumes what was ready when the iteration started; fibers that become
+    # ready meanwhile wait for the next one. A fiber's exception propagates
+    # out of run with the rest still queued.
+    def resume_ready
+      @ready.size.times do
+        break unless @open
+
+        item, value = @ready.shift
+        if item.is_a?(Alarm)
+          in_turn(item.fiber) { item.fiber.raise(*item.exception) } if item.fiber.alive?
+          next
+        end
+        next unless item.state == :ready
+
+        finish(item)
+        @completed += 1
+        @wakeups.record(monotonic - item.ready_at) if item.ready_at && @wakeups_kept
+        begin_turn(item.fiber)
+        begin
+          in_turn(item.fiber) { item.fiber.resume(value) } if item.fiber.alive?
+        ensure
+          end_turn
+        end
+      end
+    end
+
+    def drain_inbox
+      make_ready(@inbox.pop(true), :woken) until @inbox.empty?
+    rescue ThreadError
+      nil
+    end
+
+    INTERRUPT_TARGET = %i[alive? raise transfer].freeze
+
+    # A target that is not a Fiber names no fiber to look for among the
+    # waits: while its operation goes on (alive?), its fiber is in a hook,
+    # so parked (the loop runs), and the target raises into it itself.
+    def deliver_interrupts
+      until @interrupts.empty?
+        fiber, exception = @interrupts.shift
+        next unless (!fiber.is_a?(Fiber) || @waits.key?(fiber)) && fiber.alive?
+
+        in_turn(fiber) { fiber.raise(exception) }
+        return unless @open
+      end
+    end
+
+    # One IO.select over every parked IO and the wake pipe, bounded by the
+    # next timer (and the close scan while IOs are parked).
+    def wait_for_events(poll_only: false)
+      scan_closed
+      readers = [@wake_r]
+      writers = []
+      priority = []
+      @io_waits.each do |io, waits|
+        events = waits.inject(0) { |all, wait| all | wait.events }
+        readers << io if (events & IO::READABLE) != 0
+        writers << io if (events & IO::WRITABLE) != 0
+        priority << io if (events & IO::PRIORITY) != 0
+      end
+      timeout = poll_only ? 0 : select_timeout
+      begin
+        waited = monotonic
+        ready = IO.select(readers, writers, priority, timeout)
+        @idle += monotonic - waited
+      rescue IOError, Errno::EBADF
+        find_closed # an IO closed (by another thread) since the scan
+        return
+      end
+      dispatch(ready) if ready
+      fire_timers
+      # fibers that gave the loop a turn run behind what this poll made ready
+      @ready.concat(@yielded)
+      @yielded.clear
+    end
+
+    def select_timeout
+      return 0 unless @ready.empty? && @yielded.empty? && @inbox.empty? && @interrupts.empty?
+
+      timeout = nil
+      deadline = @timers.next_deadline
+      timeout = [deadline - monotonic, 0].max if deadline
+      timeout = [timeout || CLOSE_SCAN, CLOSE_SCAN].min unless @io_waits.empty?
+      timeout
+    end
+
+    def dispatch(ready)
+      readable, writable, priority = ready
+      got = {}.compare_by_identity
+      readable.each { |io| got[io] = (got[io] || 0) | IO::READABLE }
+      writable.each { |io| got[io] = (got[io] || 0) | IO::WRITABLE }
+      priority.each { |io| got[io] = (got[io] || 0) | IO::PRIORITY }
+      if got.delete(@wake_r)
+        nil while @wake_r.read_nonblock(256, exception: false).is_a?(String)
+      end
+      got.each do |io, events|
+        Array(@io_waits[io]).dup.each do |wait|
+          mine = wait.events & events
+          make_ready(wait, mine) unless mine.zero?
+        end
+      end
+    end
+
+    def fire_timers
+      now = monotonic
+      while (target = @timers.pop_due(now))
+        if target.is_a?(Alarm)
+          target.timer = nil
+          @ready << [target, nil]
+        else
+          due = target.timer&.deadline
+          target.timer = nil
+          make_ready(target, :timed_out)
+          target.ready_at = due if due && @wakeups_kept # wake-up latency counts from the due time, as the native core's
+        end
+      end
+    end
+
+    def scan_closed
+      return if @io_waits.empty?
+
+      now = monotonic
+      return if now - @last_scan < CLOSE_SCAN && @ready.empty?
+
+      @last_scan = now
+      @io_waits.keys.each { |io| wake_io(io, :closed) if io.closed? }
+    end
+
+    def find_closed
+      @io_waits.keys.each do |io|
+        next wake_io(io, :closed) if io.closed?
+
+        blocking { IO.select([io], nil, nil, 0) }
+      rescue IOError, Errno::EBADF
+        wake_io(io, :closed)
+      end
+    end
+
+    def wake_io(io, value)
+      Array(@io_waits[io]).dup.each { |wait| make_ready(wait, value) }
+    end
+  end
+end

@@ -1,0 +1,41 @@
+# frozen_string_literal: true
+
+module Farce
+  class RubyCore
+    # The Ruby core's stats: the same keys as the native scheduler's #stats.
+
+    def stats
+      usable!
+      @wakeups_kept = true # the wake-up latency histogram is kept from now on
+      {
+        backend: :ruby,
+        fibers: @live_fibers,
+        parked_fibers: @parked,
+        pending_waits: @waits.size - @ready.size - @yielded.size,
+        ready_waits: @ready.size + @yielded.size,
+        timers: @timers.size,
+        registered_descriptors: @io_waits.size,
+        iterations: @iterations,
+        completed_waits: @completed,
+        goroutines: 0,
+        completion_ops: false,
+        completion_ops_submitted: 0,
+        turn_budget: @turn_budget,
+        turns_given: @turns_given,
+        stall_threshold: @stall_threshold,
+        stalls: @stalls,
+        wakeups: @wakeups.count,
+        wakeup_p50: @wakeups.percentile(0.50),
+        wakeup_p90: @wakeups.percentile(0.90),
+        wakeup_p99: @wakeups.percentile(0.99),
+        wakeup_max: @wakeups.max
+      }.merge(load_stats)
+    end
+
+    def load_stats
+      total = monotonic - @created
+      idle = [@idle, total].min
+      { idle_seconds: idle, busy_seconds: total - idle, load: total.positive? ? (total - idle) / total : 0.0 }
+    end
+  end
+end

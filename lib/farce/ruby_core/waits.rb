@@ -1,0 +1,124 @@
+# frozen_string_literal: true
+
+module Farce
+  class RubyCore
+    # The scheduler hooks that wait (io_wait, kernel_sleep, block, unblock, yield, fiber_interrupt,
+    # io_close) and select_ready for io_select.
+
+    def io_wait(io, events, timeout)
+      usable!
+      io = to_io(io)
+      events = integer(events)
+      if events <= 0 || (events & ~EVENTS) != 0
+        raise ArgumentError, "io_wait: invalid events #{events} (use IO::READABLE, IO::PRIORITY, IO::WRITABLE)"
+      end
+
+      duration = interval(timeout)
+      raise IOError, "closed stream" if io.closed?
+
+      if duration == 0 || !parkable? # a fiber that cannot park: the thread waits (issue 13 item 3)
+        got = ready_now(io, events, duration)
+        return got.zero? ? false : got
+      end
+      wait = Wait.new(Fiber.current, io: io, events: events)
+      (@io_waits[io] ||= []) << wait
+      result = park(wait, duration)
+      raise IOError, "closed stream" if result == :closed
+
+      result.is_a?(Integer) && result.positive? ? result : false
+    end
+
+    # kernel_sleep(duration = nil): Mutex#sleep and ConditionVariable#wait
+    # come here and are woken by unblock.
+    def kernel_sleep(*arguments)
+      usable!
+      raise ArgumentError, "wrong number of arguments (given #{arguments.size}, expected 0..1)" if arguments.size > 1
+
+      duration = arguments.empty? ? nil : interval(arguments[0])
+      unless parkable? # called by hand from a fiber that cannot park: the thread sleeps, as without a scheduler
+        blocking { duration ? sleep(duration) : sleep }
+        return true
+      end
+      wait = Wait.new(Fiber.current, unblockable: true)
+      park(wait, duration)
+      true
+    end
+
+    def block(blocker, timeout = nil)
+      usable!
+      # a negative timeout times out at once, as without a scheduler (see the native block)
+      return @early_unblocks.delete(Fiber.current) ? true : false if timeout.is_a?(Numeric) && timeout.negative?
+
+      duration = interval(timeout)
+      park(Wait.new(Fiber.current, unblockable: true), duration) != :timed_out
+    end
+
+    # Safe from any thread: another thread hands the wait to the loop through
+    # the inbox and wakes its IO.select.
+    def unblock(_blocker, fiber)
+      return nil if closed?
+
+      wait = @waits[fiber]
+      unless wait&.unblockable
+        if wait.nil? && fiber.is_a?(Fiber) && fiber.alive?
+          @early_unblocks.delete_if { |f, _| !f.alive? } if @early_unblocks.size >= 1024 # fibers that finished
+          @early_unblocks[fiber] = true
+        end
+        return nil
+      end
+
+      if Thread.current == @thread
+        make_ready(wait, :woken)
+      else
+        @inbox << wait
+        wake
+      end
+      nil
+    end
+
+    def yield
+      usable!
+      park(Wait.new(Fiber.current), 0)
+      nil
+    end
+
+    # fiber: a Fiber, or what Ruby 4.1 passes in its place (ruby/ruby#18793),
+    # an object standing for one blocking operation that answers alive? (the
+    # operation is still going on), raise (into its fiber) and transfer.
+    def fiber_interrupt(fiber, exception)
+      unless fiber.is_a?(Fiber) || INTERRUPT_TARGET.all? { |name| fiber.respond_to?(name) }
+        raise TypeError, "fiber_interrupt: #{fiber.class} is not a Fiber, nor answers alive?, raise and transfer"
+      end
+      return nil if closed?
+      raise exception if fiber.equal?(Fiber.current)
+      return nil unless fiber.alive?
+
+      @interrupts << [fiber, exception]
+      wake unless Thread.current == @thread
+      nil
+    end
+
+    # Ruby 4.0 calls this before it closes a descriptor: its waiters raise
+    # IOError at once. Another thread's close is left to the close scan.
+    def io_close(target)
+      return nil if closed? || Thread.current != @thread
+
+      ios = if target.is_a?(Integer)
+              @io_waits.keys.select { |io| !io.closed? && io.fileno == target }
+            else
+              [to_io(target)]
+            end
+      ios.each { |io| wake_io(io, :closed) }
+      nil
+    end
+
+    # For io_select: what is ready this instant (IO.select counts Ruby's
+    # buffered input as readable). Never parks.
+    def select_ready(io, events)
+      io = to_io(io)
+      raise IOError, "closed stream" if io.closed?
+
+      ready_now(io, integer(events))
+    end
+  end
+end
