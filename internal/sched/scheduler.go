@@ -549,11 +549,14 @@ func (s *Scheduler) Poll(out []Completion, limit time.Duration, release sync.Loc
 	if s.closed {
 		return 0, ErrClosed
 	}
-	if limit == 0 {
+	if limit == 0 && s.deferrer == nil {
 		// The driver will not block: one clock reading, after it, does
 		// for the whole iteration (a ping-pong polls twice per round
 		// trip, and each reading is a vDSO call). Timers due by then fire
 		// first, ahead of the events, as BeginPoll would have queued them.
+		// Not for a driver that defers submissions (io_uring): whether to
+		// submit now depends on the ready work, due timers included,
+		// before its Wait (below).
 		s.beginPoll()
 		n, err := s.drv.Wait(s.events, 0)
 		now := s.clock()
