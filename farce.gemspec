@@ -6,7 +6,8 @@ require_relative "lib/farce/version"
 # install time; needs Go (the version go.mod names) and a C compiler, and
 # nothing from the network: `rake gem:source` puts the Go modules in vendor/.
 # `rake gem:native` derives the precompiled x86_64-linux gem from this spec
-# (rakelib/gem.rake).
+# (rakelib/gem.rake), `rake gem:native PLATFORM=aarch64-linux` the arm64 one
+# (rakelib/gem_aarch64.rake).
 Gem::Specification.new do |spec|
   spec.name = "farce"
   spec.version = Farce::VERSION
@@ -18,8 +19,8 @@ Gem::Specification.new do |spec|
     and kernel drivers (io_uring, epoll, poll on Linux; kqueue and IOCP in the Go
     core) are Go, loaded lazily so that preforking servers stay safe. It also
     offers an io-event selector, so Async programs run on it unchanged. This
-    source gem needs Go and a C compiler to install; the x86_64-linux gem needs
-    neither.
+    source gem needs Go and a C compiler to install; the x86_64-linux and
+    aarch64-linux gems need neither.
   TEXT
   spec.authors = ["farce developers"]
   spec.license = "MIT"

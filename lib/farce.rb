@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "farce/version"
+require_relative "farce/io_buffer_warning"
 require_relative "farce/native"
 require_relative "farce/scheduler"
 require_relative "farce/fork"

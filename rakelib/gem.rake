@@ -4,14 +4,22 @@
 #   rake gem:source   pkg/farce-VERSION.gem: compiled at install time with Go,
 #                     its Go modules vendored so the install needs no network
 #   rake gem:native   pkg/farce-VERSION-x86_64-linux.gem: the extension for
-#                     Ruby 3.1 (host), 3.3 and 3.4 (sid chroot) and the Go
-#                     core, prebuilt; installs with no Go and no compiler
-#   rake gem:check    installs each into an empty GEM_HOME on 3.1, 3.3, 3.4
+#                     Ruby 3.1 (host), 3.2 and 4.0 (built, .ci/ruby-build),
+#                     3.3 and 3.4 (sid chroot) and the Go core, prebuilt;
+#                     installs with no Go and no compiler
+#                     (PLATFORM=aarch64-linux: the arm64 gem, rakelib/gem_aarch64.rake)
+#   rake gem:check    installs each into an empty GEM_HOME on each of those
 #                     (offline, and without Go for the native gem) and runs it
+#
+# A new Ruby release joins NATIVE_RUBIES (and RELEASES in .ci/ruby-build,
+# RUBY_LEGS in rakelib/rubies.rb): the gem carries one extension per Ruby
+# minor version, and a Ruby it has none for runs the pure-Ruby core, saying
+# the source gem compiles for it.
 require "rubygems/package"
+require_relative "rubies"
 
 NATIVE_PLATFORM = "x86_64-linux"
-NATIVE_RUBIES = %w[3.1 3.3 3.4].freeze
+NATIVE_RUBIES = %w[3.1 3.2 3.3 3.4 4.0].freeze
 
 def gem_version
   Gem::Specification.load(File.join(ROOT, "farce.gemspec")).version.to_s
@@ -40,12 +48,17 @@ namespace :gem do
 
   desc "Build pkg/farce-VERSION-#{NATIVE_PLATFORM}.gem for Ruby #{NATIVE_RUBIES.join(', ')} (no Go needed to install)"
   task :native do
+    # PLATFORM=aarch64-linux: the arm64 gem, cross-built (rakelib/gem_aarch64.rake)
+    platform = ENV.fetch("PLATFORM", NATIVE_PLATFORM)
+    next Rake::Task["gem:native_aarch64"].invoke if platform == AARCH64_PLATFORM
+    raise "PLATFORM=#{platform}: gem:native builds #{NATIVE_PLATFORM} or #{AARCH64_PLATFORM}" unless platform == NATIVE_PLATFORM
+
     Dir.chdir(ROOT) do
       NATIVE_RUBIES.each do |v|
         # Each Ruby builds its extension into lib/farce/<v>/ (3.3 and 3.4 in
-        # the chroot), not linked to Debian's libruby-X.Y.so by name.
-        runner = v == RUBY_ABI ? [] : ["SID_RUBY=#{v}", SID_RUN]
-        sh("env", "FARCE_LINK_LIBRUBY=0", *runner, "rake", "compile")
+        # the chroot), not linked to Debian's libruby-X.Y.so by name (the
+        # built Rubies link libruby statically: there is none to name).
+        sh("env", "FARCE_LINK_LIBRUBY=0", *ruby_runner(v), "rake", "compile")
         shim = File.join("lib", "farce", v, "farce_shim.so")
         raise "#{shim} still needs libruby" if IO.popen(["objdump", "-p", shim], &:read).match?(/NEEDED\s+libruby/)
       end
@@ -69,10 +82,10 @@ namespace :gem do
     end
   end
 
-  desc "Install both gems into empty GEM_HOMEs on Ruby 3.1, 3.3, 3.4 and run Farce.run (offline; native: no Go)"
+  desc "Install both gems into empty GEM_HOMEs on Ruby #{NATIVE_RUBIES.join(', ')} and run Farce.run (offline; native: no Go)"
   task :check do
-    sh "bash", File.join(ROOT, ".ci", "gem-install-check"), "pkg/farce-#{gem_version}.gem",
-       "pkg/farce-#{gem_version}-#{NATIVE_PLATFORM}.gem"
+    sh({ "RUBIES" => ENV.fetch("RUBIES", NATIVE_RUBIES.join(" ")) }, "bash", File.join(ROOT, ".ci", "gem-install-check"),
+       "pkg/farce-#{gem_version}.gem", "pkg/farce-#{gem_version}-#{NATIVE_PLATFORM}.gem")
   end
 end
 

@@ -24,6 +24,9 @@ class TestCrossThreadUse < Minitest::Test
           q = Queue.new
           Fiber.schedule { q.pop rescue nil }
         end
+        # the loop blocked in its wait (the first scheduler starts Go: under
+        # qemu-user emulation that alone can take longer than 0.3 s)
+        500.times { break if s; sleep 0.01 }
         sleep 0.3
         begin
           s.abandon

@@ -71,7 +71,7 @@ static ID id_blocking_p;
 static int can_park(VALUE owner)
 {
     VALUE turn = ((farce_sched *)RTYPEDDATA_DATA(owner))->turn_fiber;
-    if (RB_UNLIKELY(!NIL_P(turn)) && rb_fiber_current() != turn && RTEST(rb_fiber_alive_p(turn))) {
+    if (!NIL_P(turn) && rb_fiber_current() != turn && RTEST(rb_fiber_alive_p(turn))) {
         return 0; /* resumed by a fiber inside the turn, not by the loop (see turn_fiber) */
     }
     VALUE current = rb_fiber_scheduler_current(); /* nil for a blocking fiber */

@@ -327,6 +327,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         }
         waited = 0;
         off_t pos = from + (off_t)total;
+        l->transfer_calls++; /* stats: system calls per request */
         ssize_t n = positional ? (reading ? pread(fd, at, room, pos) : pwrite(fd, at, room, pos))
                                : f->pollable ? stream_nowait(f, fd, reading, at, room)
                                              : (reading ? read(fd, at, room) : write(fd, at, room));

@@ -469,6 +469,14 @@ VALUE farce_loop_stats(farce_loop *l)
     rb_hash_aset(h, ID2SYM(rb_intern("wakeup_max")), DBL2NUM(v[FARCE_STAT_WAKEUP_MAX_NS] / 1e9));
     rb_hash_aset(h, ID2SYM(rb_intern("completion_ops")), l->ops ? Qtrue : Qfalse);
     rb_hash_aset(h, ID2SYM(rb_intern("completion_ops_submitted")), LONG2NUM(l->ops_submitted));
+    /* System calls, so that users can see io_uring's batching: the driver's
+     * (epoll_wait/epoll_ctl, poll, io_uring_enter, wake drains) and the reads
+     * and writes the extension made itself; divided by the requests served,
+     * the calls per request. */
+    rb_hash_aset(h, ID2SYM(rb_intern("io_uring_enters")), LL2NUM(v[FARCE_STAT_URING_ENTERS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("driver_calls")), LL2NUM(v[FARCE_STAT_KERNEL_CALLS]));
+    rb_hash_aset(h, ID2SYM(rb_intern("transfer_calls")), LONG2NUM(l->transfer_calls));
+    rb_hash_aset(h, ID2SYM(rb_intern("system_calls")), LL2NUM(v[FARCE_STAT_KERNEL_CALLS] + l->transfer_calls));
     rb_hash_aset(h, ID2SYM(rb_intern("turn_budget")), l->turn_budget_ns > 0 ? DBL2NUM(l->turn_budget_ns / 1e9) : Qnil);
     rb_hash_aset(h, ID2SYM(rb_intern("turns_given")), LONG2NUM(l->turns_given));
     rb_hash_aset(h, ID2SYM(rb_intern("stall_threshold")), l->stall_threshold_ns > 0 ? DBL2NUM(l->stall_threshold_ns / 1e9) : Qnil);

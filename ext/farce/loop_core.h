@@ -130,6 +130,7 @@ struct farce_loop {
     int running;                 /* the front end's loop runs (it owns the thread's attention) */
     double idle_duration;        /* seconds the last blocking poll slept in the kernel */
     long ops_submitted;          /* completion operations started (stats) */
+    long transfer_calls;         /* read/write system calls io_transfer.c made itself (stats) */
     long ops_in_flight;          /* of which not reaped yet: their memory is the kernel's */
     int release_pending;         /* closed, but the release waits for the loop's thread (op_pins.c) */
     int ops_registered;          /* on the keeper's list (op_pins.c) */

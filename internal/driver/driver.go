@@ -90,6 +90,20 @@ type Driver interface {
 	Close() error
 }
 
+// KernelCalls counts the system calls a driver made since it was created,
+// so that stats can show how many a request costs (issue: io_uring's promise
+// is fewer of them).
+type KernelCalls struct {
+	Total  uint64 // every system call the driver made: waits, registrations, enters, wake drains
+	Enters uint64 // of which io_uring_enter (0 for other drivers)
+}
+
+// Counter is implemented by drivers that count their system calls.
+// KernelCalls may be called from any thread, also while Wait blocks.
+type Counter interface {
+	KernelCalls() KernelCalls
+}
+
 // MaxFD bounds the descriptor numbers drivers (and the scheduler) accept:
 // tables indexed by descriptor grow to the largest number seen, so a bogus
 // huge number must be refused before it allocates (2^24 entries are

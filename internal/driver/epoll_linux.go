@@ -4,6 +4,7 @@ package driver
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,7 +19,10 @@ type Epoll struct {
 	epfd   int
 	wakefd int // eventfd
 	raw    []unix.EpollEvent
+	calls  atomic.Uint64 // system calls made (KernelCalls)
 }
+
+func (e *Epoll) KernelCalls() KernelCalls { return KernelCalls{Total: e.calls.Load()} }
 
 const wakeSeq = ^uint32(0)
 
@@ -57,6 +61,7 @@ func setData(ev *unix.EpollEvent, fd int32, seq uint32) {
 func (e *Epoll) Arm(fd int, seq uint32, _ Events) error {
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET}
 	setData(&ev, int32(fd), seq)
+	e.calls.Add(1)
 	err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 	switch err {
 	case nil:
@@ -64,6 +69,7 @@ func (e *Epoll) Arm(fd int, seq uint32, _ Events) error {
 	case unix.EEXIST:
 		// The same open file is still registered under this number (an
 		// earlier IO object for the same descriptor): take it over.
+		e.calls.Add(1)
 		return unix.EpollCtl(e.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
 	case unix.EPERM:
 		return ErrNotPollable
@@ -73,6 +79,7 @@ func (e *Epoll) Arm(fd int, seq uint32, _ Events) error {
 }
 
 func (e *Epoll) Disarm(fd int) error {
+	e.calls.Add(1)
 	err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	if err == unix.ENOENT || err == unix.EBADF || err == unix.EPERM {
 		return nil
@@ -88,6 +95,7 @@ func (e *Epoll) Wait(buf []Event, timeout time.Duration) (int, error) {
 	if max == 0 {
 		return 0, nil
 	}
+	e.calls.Add(1)
 	n, err := epollWait(e.epfd, e.raw[:max], timeout)
 	if err != nil {
 		return 0, err // EINTR included: the caller decides
@@ -128,6 +136,7 @@ func epollToEvents(m uint32) Events {
 
 func (e *Epoll) drainWake() {
 	var b [8]byte
+	e.calls.Add(1)
 	unix.Read(e.wakefd, b[:])
 }
 

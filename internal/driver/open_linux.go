@@ -12,14 +12,17 @@ func constructors() map[string]func() (Driver, error) {
 
 func choices() string { return "auto, epoll, io_uring, poll" }
 
-// uringFirstByDefault: whether "auto" tries io_uring before epoll. Yes since
-// io_uring performs io_read/io_write as completion operations
-// (uring_ops_linux.go): measured on bench/ (Ruby 3.1, 2 cores, medians of
-// 13 alternating runs) at least as fast as epoll on ping-pong (1 pair +3 %,
-// 100 pairs +19 %) and faster on HTTP hello (64 connections +11 %, 1,000
-// +31 %); see README.md. FARCE_IO_URING_AUTO=0 makes auto keep epoll;
-// when io_uring cannot be set up, auto uses epoll and says why.
-const uringFirstByDefault = true
+// uringFirstByDefault: whether "auto" tries io_uring before epoll. No:
+// measured on Ruby 3.3 (bench/http_hello.rb with wrk -t1, and pipe and
+// socket ping-pong; alternating runs on a shared 2-CPU machine), io_uring
+// is not level with epoll on every row: it makes fewer system calls (HTTP:
+// 1.1 per request against 2.1; ping-pong: 4 per round trip against 8), but
+// costs more CPU per request at 1,000 HTTP connections and per round trip
+// on ping-pong, and its slowest requests were no better. The numbers are in
+// docs/behaviour.md. FARCE_IO_URING_AUTO=1 makes auto try io_uring first
+// (and fall back to epoll with a reason); backend: :io_uring or
+// FARCE_BACKEND=io_uring name it.
+const uringFirstByDefault = false
 
 func autoPrefersURing() bool {
 	switch uringGetenv(envAuto) {

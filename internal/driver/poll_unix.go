@@ -4,6 +4,7 @@ package driver
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,6 +18,7 @@ type Poll struct {
 	wakeR, wakeW int
 	interest     map[int32]pollInterest
 	fds          []unix.PollFd
+	calls        atomic.Uint64 // system calls made (KernelCalls)
 }
 
 type pollInterest struct {
@@ -40,6 +42,8 @@ func NewPoll() (*Poll, error) {
 	}
 	return &Poll{wakeR: p[0], wakeW: p[1], interest: map[int32]pollInterest{}}, nil
 }
+
+func (p *Poll) KernelCalls() KernelCalls { return KernelCalls{Total: p.calls.Load()} }
 
 func (p *Poll) Name() string     { return "poll" }
 func (p *Poll) Persistent() bool { return false }
@@ -65,6 +69,7 @@ func (p *Poll) Wait(buf []Event, timeout time.Duration) (int, error) {
 	for fd, in := range p.interest {
 		p.fds = append(p.fds, unix.PollFd{Fd: fd, Events: eventsToPoll(in.events)})
 	}
+	p.calls.Add(1)
 	_, err := unix.Poll(p.fds, timeoutMillis(timeout))
 	if err != nil {
 		return 0, err
@@ -125,6 +130,7 @@ func pollToEvents(m int16) Events {
 func (p *Poll) drainWake() {
 	var b [64]byte
 	for {
+		p.calls.Add(1)
 		n, err := unix.Read(p.wakeR, b[:])
 		if n <= 0 || err != nil {
 			return

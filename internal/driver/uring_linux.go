@@ -56,6 +56,16 @@ type URing struct {
 	inflight int        // live entries of ops
 	done     []OpResult // reaped by the last Wait
 	rebuilt  int        // rings rebuilt after a change of submitting thread (tests)
+
+	enters atomic.Uint64 // io_uring_enter calls (KernelCalls)
+	calls  atomic.Uint64 // other system calls: wake drains, registrations (KernelCalls)
+}
+
+// KernelCalls: io_uring_enter calls, and every system call the driver made
+// after its ring was set up.
+func (u *URing) KernelCalls() KernelCalls {
+	e := u.enters.Load()
+	return KernelCalls{Total: e + u.calls.Load(), Enters: e}
 }
 
 // uringFD is the driver's knowledge of one descriptor number.
@@ -253,6 +263,7 @@ func (u *URing) enter(toSubmit, minComplete, flags uint32) (int, error) {
 		arg, argSize = unsafe.Pointer(&u.arg), unsafe.Sizeof(u.arg)
 	}
 	u.deferred = false
+	u.enters.Add(1)
 	n, err := uringEnter(u.ring.fd, toSubmit, minComplete, flags, arg, argSize)
 	if err == unix.EEXIST && u.info.setup&uringSetupSingleIssuer != 0 {
 		if rerr := u.rebuild(); rerr != nil {
@@ -465,6 +476,7 @@ func (u *URing) armWake() error {
 
 func (u *URing) drainWake() {
 	var b [8]byte
+	u.calls.Add(1)
 	unix.Read(u.wakefd, b[:])
 }
 

@@ -350,6 +350,7 @@ func (u *URing) DrainOps(timeout time.Duration) (int, error) {
 			u.arg = uringGeteventsArg{Ts: uint64(uintptr(unsafe.Pointer(&u.ts)))}
 			flags |= uringEnterExtArg
 		}
+		u.enters.Add(1)
 		_, err := uringEnter(u.ring.fd, u.ring.publish(), 1, flags, unsafe.Pointer(&u.arg), unsafe.Sizeof(u.arg))
 		u.reapOps()
 		switch {

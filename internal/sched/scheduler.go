@@ -602,10 +602,18 @@ type Stats struct {
 	RegisteredFDs int    // descriptors the driver watches (or has operations in flight on)
 	Iterations    uint64 // loop iterations (polls)
 	Completed     uint64 // waits handed back to the shim
+	KernelCalls   uint64 // system calls the driver made (0 when it does not count them)
+	URingEnters   uint64 // of which io_uring_enter
 }
 
 func (s *Scheduler) Stats() Stats {
+	var kc driver.KernelCalls
+	if c, ok := s.drv.(driver.Counter); ok {
+		kc = c.KernelCalls()
+	}
 	return Stats{
+		KernelCalls:   kc.Total,
+		URingEnters:   kc.Enters,
 		PendingWaits:  s.slots.inUse - len(s.delivered) - s.cancelled - s.reserved,
 		ReadyWaits:    s.ready.len() - s.cancelled,
 		Timers:        s.timers.len(),

@@ -80,6 +80,7 @@ module Farce
       @yielded = []                        # [Wait, value]: ready after the next poll's events (turns)
       @waits = {}.compare_by_identity      # fiber -> its Wait
       @io_waits = {}.compare_by_identity   # IO -> [Wait]
+      @raw_writers = {}                    # descriptor -> IO (see raw_writer)
       @inbox = Thread::Queue.new           # Waits other threads unblocked
       # Fibers unblocked before their wait was registered: Queue and Mutex
       # list a fiber as waiting before they call `block`, and another thread

@@ -251,26 +251,27 @@ module Farce
     # this (at thread exit the ring and wake descriptors leaked). #close,
     # called by hand, still leaves the scheduler usable after a fiber raised.
     def scheduler_close(error = $!)
-      if error && !closed?
-        abandon
-        # Ruby reads the thread's exception from $! once this returns: Ruby
-        # code that clears it (a `break` out of a block does; the unwinding
-        # avoids them) left Thread#join raising nothing, nothing reported
-        __restore_errinfo(error) if respond_to?(:__restore_errinfo, true) # the native extension's
-        return nil
-      end
-
+      @exiting_with = error
       begin
         close
       rescue Exception # rubocop:disable Lint/RescueException -- re-raised: only the rest is unwound first
         abandon unless closed?
         raise
       end
+      # Ruby reads the thread's exception from $! once this returns: Ruby
+      # code that clears it (a `break` out of a block does; the unwinding
+      # avoids them) left Thread#join raising nothing, nothing reported
+      __restore_errinfo(error) if error && respond_to?(:__restore_errinfo, true) # the native extension's
+      nil
+    ensure
+      @exiting_with = nil
     end
 
     def close
       return if closed?
-      return abandon if Thread.current.status == "aborting" # Thread#kill: do not run fibers to their end
+      # Thread#kill, or a thread on its way out with an exception
+      # (scheduler_close): the fibers are unwound, not run to their end
+      return abandon if Thread.current.status == "aborting" || @exiting_with
 
       run
       __release

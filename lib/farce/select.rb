@@ -97,7 +97,11 @@ module Farce
         end
       end
       begin
-        helpers.each(&:resume) # each parks in io_wait, or finishes at once when ready
+        # each parks in io_wait, or finishes at once when ready: started as a
+        # fiber of the scheduler (__start, as Fiber.schedule's), whose park
+        # comes back here; a plain resume would make it a fiber resumed
+        # inside this one's turn, which waits with the thread instead
+        helpers.each { |helper| @scheduler.__send__(:__start, helper) }
         deadline = @timeout && monotonic + @timeout
         while ready.empty? && !error
           remaining = deadline && deadline - monotonic

@@ -619,6 +619,8 @@ func farce_stats(h C.int64_t, out *C.int64_t, n C.int) C.int64_t {
 	v[C.FARCE_STAT_ITERATIONS] = int64(st.Iterations)
 	v[C.FARCE_STAT_COMPLETED] = int64(st.Completed)
 	v[C.FARCE_STAT_GOROUTINES] = int64(runtime.NumGoroutine())
+	v[C.FARCE_STAT_KERNEL_CALLS] = int64(st.KernelCalls)
+	v[C.FARCE_STAT_URING_ENTERS] = int64(st.URingEnters)
 	c.mu.Lock()
 	w := c.s.Wakeups()
 	v[C.FARCE_STAT_WAKEUPS] = int64(w.Count())

@@ -94,6 +94,8 @@ enum {
     FARCE_STAT_WAKEUP_P90_NS,
     FARCE_STAT_WAKEUP_P99_NS,
     FARCE_STAT_WAKEUP_MAX_NS,
+    FARCE_STAT_KERNEL_CALLS,   /* system calls the driver made (waits, registrations, io_uring_enter) */
+    FARCE_STAT_URING_ENTERS,   /* of which io_uring_enter */
     FARCE_STAT_COUNT
 };
 

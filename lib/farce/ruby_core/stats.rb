@@ -20,6 +20,11 @@ module Farce
         goroutines: 0,
         completion_ops: false,
         completion_ops_submitted: 0,
+        # system calls are not counted here (IO.select and Ruby's own IO)
+        io_uring_enters: 0,
+        driver_calls: nil,
+        transfer_calls: nil,
+        system_calls: nil,
         turn_budget: @turn_budget,
         turns_given: @turns_given,
         stall_threshold: @stall_threshold,

@@ -40,6 +40,7 @@ module Farce
 
       length = integer(length)
       offset = integer(offset)
+      writer = raw_writer(io) unless reading
       total = 0
       loop do
         size = buffer.size
@@ -56,7 +57,7 @@ module Farce
         return total if room.zero?
 
         result = begin
-          blocking { reading ? io.read_nonblock(room, exception: false) : io.write_nonblock(buffer.get_string(offset + total, room), exception: false) }
+          blocking { reading ? io.read_nonblock(room, exception: false) : writer.write_nonblock(buffer.get_string(offset + total, room), exception: false) }
         rescue Errno::EINTR
           next
         rescue SystemCallError => e
@@ -97,9 +98,10 @@ module Farce
       return -Errno::EINVAL::Errno if length.negative? || offset.negative? || offset > size || length > size - offset
       return 0 if length.zero?
 
+      writer = raw_writer(io) unless reading # see raw_writer: 4.0's flush through io_write
       loop do
         result = begin
-          blocking { reading ? io.read_nonblock(length, exception: false) : io.write_nonblock(buffer.get_string(offset, length), exception: false) }
+          blocking { reading ? io.read_nonblock(length, exception: false) : writer.write_nonblock(buffer.get_string(offset, length), exception: false) }
         rescue Errno::EINTR
           next
         rescue SystemCallError => e
@@ -114,6 +116,25 @@ module Farce
         else return result
         end
       end
+    end
+
+    # The IO io_write writes through: one with no write buffer of its own on
+    # io's descriptor (kept per descriptor number; it never closes it).
+    # Ruby 4.0 flushes an IO's write buffer through the io_write hook, in the
+    # writing fiber, holding the IO's write lock (a Mutex) and with the bytes
+    # still counted as buffered. io.write_nonblock would flush that buffer
+    # first: from the syscall fiber it takes the lock another fiber holds
+    # ("deadlock; lock already owned by another fiber belonging to the same
+    # thread"), and without the lock it would write the bytes twice. Up to
+    # 3.4 the hook only ever saw an IO whose buffer was empty.
+    def raw_writer(io)
+      fd = io.fileno
+      writer = @raw_writers[fd]
+      return writer if writer
+
+      writer = IO.for_fd(fd, "wb", autoclose: false)
+      writer.sync = true
+      @raw_writers[fd] = writer
     end
 
     def ready_now(io, events, duration = 0)
