@@ -1,16 +1,18 @@
 /* The kernel's limit for bench's ping-pong: the same pipe ping-pong as the
  * `pingpong` workload (pairs of endpoints bouncing one byte over two pipes),
- * with no Ruby at all: one thread, non-blocking pipes, one epoll set, and a
+ * with no Ruby at all: one thread, non-blocking pipes (or socketpairs), one epoll set, and a
  * read/write only for a descriptor epoll reported. No scheduler can beat it;
  * bench/runner.rb builds it with gcc and reports it as a reference row.
  *
- *   pingpong_epoll PAIRS SECONDS     prints {"round_trips_per_second":N,...}
+ *   pingpong_epoll PAIRS SECONDS [pipe|socket]    prints {"round_trips_per_second":N,...}
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,8 +41,9 @@ int main(int argc, char **argv)
 {
     int pairs = argc > 1 ? atoi(argv[1]) : 1;
     double seconds = argc > 2 ? atof(argv[2]) : 2.0;
+    int sockets = argc > 3 && strcmp(argv[3], "socket") == 0; /* socketpairs instead of pipes */
     if (pairs < 1 || seconds <= 0) {
-        fprintf(stderr, "usage: %s PAIRS SECONDS\n", argv[0]);
+        fprintf(stderr, "usage: %s PAIRS SECONDS [pipe|socket]\n", argv[0]);
         return 2;
     }
     struct pair *p = calloc(pairs, sizeof *p);
@@ -48,7 +51,10 @@ int main(int argc, char **argv)
     if (!p || ep < 0) die("setup");
     for (int i = 0; i < pairs; i++) {
         int a[2], b[2];
-        if (pipe2(a, O_NONBLOCK | O_CLOEXEC) || pipe2(b, O_NONBLOCK | O_CLOEXEC)) die("pipe2");
+        if (sockets ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, a) ||
+                          socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, b)
+                    : pipe2(a, O_NONBLOCK | O_CLOEXEC) || pipe2(b, O_NONBLOCK | O_CLOEXEC))
+            die(sockets ? "socketpair" : "pipe2");
         p[i] = (struct pair){a[0], a[1], b[0], b[1], 0};
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i * 2};
         if (epoll_ctl(ep, EPOLL_CTL_ADD, p[i].ping_r, &ev)) die("epoll_ctl");

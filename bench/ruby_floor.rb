@@ -1,13 +1,15 @@
 # frozen_string_literal: true
 
 # The Ruby floor for bench's ping-pong: the least any Ruby fiber scheduler can
-# cost. The same pipe ping-pong as the `pingpong` workload, with no scheduler:
+# cost. The same ping-pong as the `pingpong` workload (over pipes, or
+# socketpairs), with no scheduler:
 # plain fibers bounce one byte with read_nonblock/write_nonblock and switch
 # with Fiber#transfer straight to the fiber a write made runnable. IO.select
 # runs only when every fiber would block (never, in steady state).
 #
-#   ruby bench/ruby_floor.rb PAIRS SECONDS   prints one JSON line like workloads.rb
+#   ruby bench/ruby_floor.rb PAIRS SECONDS [pipe|socket]   prints one JSON line like workloads.rb
 require "json"
+require "socket"
 
 module Bench
   # A run queue and a table of fibers waiting to read; nothing else.
@@ -52,13 +54,13 @@ module Bench
       end
     end
 
-    def run(pairs, seconds)
+    def run(pairs, seconds, over = "pipe")
       @finished = 0
       counts = Array.new(pairs, 0)
       deadline = now + seconds
       pairs.times do |i|
-        r1, w1 = IO.pipe
-        r2, w2 = IO.pipe
+        r1, w1 = over == "socket" ? UNIXSocket.pair : IO.pipe
+        r2, w2 = over == "socket" ? UNIXSocket.pair : IO.pipe
         spawn do
           while (byte = read1(r1))
             write1(w2, r2, byte)
@@ -96,7 +98,9 @@ end
 if $PROGRAM_NAME == __FILE__
   pairs = Integer(ARGV[0] || 1)
   seconds = Float(ARGV[1] || 2)
-  rate = Bench::RubyFloor.new.run(pairs, seconds)
-  puts JSON.generate(contender: "ruby-floor", workload: "pingpong", versions: { ruby: RUBY_VERSION },
-                     result: { round_trips_per_second: rate.round, pairs: pairs })
+  over = ARGV[2] || "pipe"
+  rate = Bench::RubyFloor.new.run(pairs, seconds, over)
+  versions = { ruby: RUBY_VERSION, yjit: defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? true : nil }.compact
+  puts JSON.generate(contender: "ruby-floor", workload: "pingpong", versions: versions,
+                     result: { round_trips_per_second: rate.round, pairs: pairs, over: over })
 end

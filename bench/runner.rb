@@ -16,8 +16,13 @@
 #                        farce-epoll+FARCE_STALL_MS=100@3.3 = with stall detection on).
 #                        Async on Ruby X is the reference of every contender on Ruby X.
 #   BENCH_REFERENCES=0   skip the reference rows (C epoll ping-pong, Ruby floor)
-#   BENCH_EXTRA=1        also io_uring, poll, GOMAXPROCS=1 and threads
-#   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, pp100, http64, http1000, scale0,
+#   BENCH_EXTRA=1        also poll, GOMAXPROCS=1 and threads (on the headline Ruby)
+#   BENCH_RUBIES=v=path  more Rubies by path (comma-separated; default 4.0=/opt/rubies/4.0/bin/ruby when
+#                        it exists): farce on each (with YJIT too where it has YJIT), its Ruby floor,
+#                        threads, and Async on farce's selector when Debian's pure-Ruby Async loads there
+#   BENCH_YJIT=0         no YJIT rows (default: a YJIT twin of farce-epoll and of the Ruby floor on
+#                        every Ruby whose `ruby --yjit` has YJIT)
+#   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, ppsock1, pp100, http64, http1000, scale0,
 #                        scale10k, timers, spawnburst, acceptburst, queue, xthread, memfiber, memio)
 #   BENCH_SID_RUN=path   chroot runner (default .ci/sid-run; .ci/sid-setup makes the chroot)
 #   BENCH_NO_README=1    keep bench/README.md and bench/plot.svg (write only bench/results/)
@@ -35,7 +40,10 @@ module Bench
     RUBY_ABI = RUBY_VERSION[/\A\d+\.\d+/]
     SID_RUBIES = %w[3.3 3.4].freeze
     # Cases that also run the reference programs (the kernel's limit, the Ruby floor).
-    REFERENCE_CASES = %w[pp1 pp100].freeze
+    REFERENCE_CASES = %w[pp1 ppsock1 pp100].freeze
+    # Turns YJIT on in a contender (+RUBY_YJIT_ENABLE=1): every Ruby with YJIT reads it.
+    YJIT = "RUBY_YJIT_ENABLE=1"
+    DEFAULT_RUBIES = { "4.0" => "/opt/rubies/4.0/bin/ruby" }.freeze
     C_PINGPONG = File.join(RESULTS, "pingpong_epoll")
 
     Case = Struct.new(:id, :title, :kind, :args, :expect_s, keyword_init: true)

@@ -18,11 +18,18 @@ module Bench
   module Workloads
     module_function
 
-    # Two tasks bounce one byte over two pipes until deadline; counter[index]
-    # gets the round trips. on_done runs in the pinging task when it stops.
-    def pingpong_pair(harness, deadline, counter, index, on_done = nil)
-      r1, w1 = IO.pipe
-      r2, w2 = IO.pipe
+    # Two endpoints: a pipe's (read end, write end), or a socketpair's two
+    # sockets (what servers read and write).
+    def endpoints(over)
+      over == "socket" ? UNIXSocket.pair : IO.pipe
+    end
+
+    # Two tasks bounce one byte over two pipes (or socketpairs) until
+    # deadline; counter[index] gets the round trips. on_done runs in the
+    # pinging task when it stops.
+    def pingpong_pair(harness, deadline, counter, index, on_done = nil, over: "pipe")
+      r1, w1 = endpoints(over)
+      r2, w2 = endpoints(over)
       harness.spawn do
         while (byte = r1.read(1))
           w2.write(byte)
@@ -44,18 +51,21 @@ module Bench
       end
     end
 
-    # 1. Pipe ping-pong: round trips per second, summed over all pairs.
-    def pingpong(harness, pairs: 1, seconds: 2.0)
+    # 1. Ping-pong over pipes (over=socket: socketpairs): round trips per
+    # second, summed over all pairs.
+    def pingpong(harness, pairs: 1, seconds: 2.0, over: "pipe")
       pairs = Integer(pairs)
       seconds = Float(seconds)
+      raise ArgumentError, "over must be pipe or socket, not #{over.inspect}" unless %w[pipe socket].include?(over)
+
       counter = Array.new(pairs, 0)
       started = Bench.now
       harness.run do
         deadline = Bench.now + seconds
-        pairs.times { |i| pingpong_pair(harness, deadline, counter, i) }
+        pairs.times { |i| pingpong_pair(harness, deadline, counter, i, over: over) }
       end
       elapsed = Bench.now - started
-      { round_trips_per_second: (counter.sum / elapsed).round, pairs: pairs, elapsed_s: elapsed.round(3) }
+      { round_trips_per_second: (counter.sum / elapsed).round, pairs: pairs, over: over, elapsed_s: elapsed.round(3) }
     end
 
     # 3. Scale: IDLE loopback TCP connections, each with a task parked reading

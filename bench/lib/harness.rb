@@ -5,7 +5,7 @@
 # bench/workloads.rb and bench/http_hello.rb is written against this API, so
 # the workload code is byte-for-byte the same for farce, Async and threads.
 #
-#   harness = Bench::Harness.new("farce-epoll")   # or farce-poll, farce, async, threads
+#   harness = Bench::Harness.new("farce-epoll")   # or farce-poll, farce, async, async-farce, threads
 #   harness.run do                                 # returns when every task finished
 #     harness.spawn { ... }                        # a fiber (Fiber.schedule) or a Thread
 #   end
@@ -72,12 +72,18 @@ module Bench
       when "async"
         @kind = :async
         require "async"
+      when "async-farce" # Async on farce's io-event selector (IO_EVENT_SELECTOR=Farce)
+        @kind = :async
+        $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
+        require "farce/io_event"
+        ENV["IO_EVENT_SELECTOR"] = "Farce"
+        require "async"
       when "threads"
         @kind = :threads
         @threads = []
         @lock = Mutex.new
       else
-        raise ArgumentError, "unknown contender #{contender.inspect} (farce[-BACKEND], async, threads)"
+        raise ArgumentError, "unknown contender #{contender.inspect} (farce[-BACKEND], async, async-farce, threads)"
       end
     end
 
@@ -115,6 +121,7 @@ module Bench
 
     def versions
       v = { ruby: RUBY_VERSION }
+      v[:yjit] = true if defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled?
       case @kind
       when :farce
         v[:farce] = Farce::VERSION

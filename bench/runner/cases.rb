@@ -43,6 +43,8 @@ module Bench
       list = [
         Case.new(id: "pp1", title: "pipe ping-pong, 1 pair", kind: :workload,
                  args: ["pingpong", "pairs=1", "seconds=#{d}"], expect_s: d + 1),
+        Case.new(id: "ppsock1", title: "socketpair ping-pong, 1 pair", kind: :workload,
+                 args: ["pingpong", "pairs=1", "seconds=#{d}", "over=socket"], expect_s: d + 1),
         Case.new(id: "pp100", title: "pipe ping-pong, 100 pairs", kind: :workload,
                  args: ["pingpong", "pairs=100", "seconds=#{d}"], expect_s: d + 1),
         Case.new(id: "http64", title: "HTTP hello, wrk 64 connections", kind: :http,
@@ -79,8 +81,14 @@ module Bench
 
     def command(contender, script, *args)
       name, env, ver = parse_contender(contender)
-      [*(env.empty? ? [] : ["env", *env.map { |k, v| "#{k}=#{v}" }]), *ruby_command(ver),
-       File.join(BENCH, script), name, *args.map(&:to_s)]
+      [*env_prefix(name, env, ver), *ruby_command(ver), File.join(BENCH, script), name, *args.map(&:to_s)]
+    end
+
+    # `env VAR=VALUE ...` for a contender's settings (and Async's load path
+    # where it comes from the chroot), or nothing.
+    def env_prefix(name, env, ver)
+      env = env.merge("RUBYLIB" => async_path(ver)) if name == "async-farce" && other_rubies[ver] && async_path(ver)
+      env.empty? ? [] : ["env", *env.map { |k, v| "#{k}=#{v}" }]
     end
 
     # A workload case as a command: a contender runs workloads.rb; the
@@ -89,10 +97,13 @@ module Bench
       return command(contender, "workloads.rb", *kase.args) unless reference?(contender)
 
       params = kase.args.drop(1).to_h { |kv| kv.split("=", 2) }
+      over = params["over"] || "pipe"
       if contender == "c-epoll"
-        [C_PINGPONG, params["pairs"], params["seconds"]]
+        [C_PINGPONG, params["pairs"], params["seconds"], over]
       else
-        [*ruby_command(ruby_of(contender)), File.join(BENCH, "ruby_floor.rb"), params["pairs"], params["seconds"]]
+        name, env, ver = parse_contender(contender)
+        [*env_prefix(name, env, ver), *ruby_command(ver), File.join(BENCH, "ruby_floor.rb"), params["pairs"],
+         params["seconds"], over]
       end
     end
   end

@@ -32,7 +32,44 @@ module Bench
 
     # The command that runs `ruby` of the given version (the host's, or one in the sid chroot).
     def ruby_command(ver)
-      ver == RUBY_ABI ? [RbConfig.ruby] : ["env", "SID_RUBY=#{ver}", @sid_run, "ruby"]
+      return [RbConfig.ruby] if ver == RUBY_ABI
+      return [other_rubies[ver]] if other_rubies[ver]
+
+      ["env", "SID_RUBY=#{ver}", @sid_run, "ruby"]
+    end
+
+    # Rubies run by path, outside the chroot (BENCH_RUBIES): version => ruby.
+    def other_rubies
+      @other_rubies ||= begin
+        spec = ENV["BENCH_RUBIES"]
+        pairs = spec ? spec.split(",").map { |kv| kv.strip.split("=", 2) } : DEFAULT_RUBIES.to_a
+        pairs.select { |ver, path| ver && path && File.executable?(path) && !SID_RUBIES.include?(ver) }.to_h
+      end
+    end
+
+    # Whether `ruby --yjit` of that version has YJIT (Debian's 3.3/3.4 do not).
+    def yjit?(ver)
+      return false if ENV["BENCH_YJIT"] == "0"
+
+      @yjit ||= {}
+      @yjit.fetch(ver) do
+        @yjit[ver] = capture([*ruby_command(ver), "--yjit", "-e", "print RubyVM::YJIT.enabled?"], 120) == "true"
+      end
+    end
+
+    # Debian's pure-Ruby Async (from the sid chroot) as a load path for a
+    # Ruby outside the chroot, when it loads there on farce's selector.
+    def async_path(ver)
+      @async_path ||= {}
+      @async_path.fetch(ver) do
+        root = ENV.fetch("SID_ROOT", "/opt/rubies/sid")
+        dirs = Dir[File.join(root, "usr/share/rubygems-integration/all/gems/*/lib")] +
+               Dir[File.join(root, "usr/lib/x86_64-linux-gnu/rubygems-integration/*/gems/io-event-*/lib")].last(1)
+        probe = 'require "farce/io_event"; ENV["IO_EVENT_SELECTOR"] = "Farce"; require "async"; ' \
+                'print Sync { IO::Event::Selector.default.name }'
+        out = dirs.empty? ? nil : capture(["env", "RUBYLIB=#{dirs.join(':')}", *ruby_command(ver), "-Ilib", "-e", probe], 120)
+        @async_path[ver] = out.to_s.include?("Farce") ? dirs.join(":") : nil
+      end
     end
 
     def farce_built?(ver)
@@ -78,6 +115,28 @@ module Bench
       end
       list << "farce-epoll@#{RUBY_ABI}" if backends.include?("epoll")
       main = rubies.first || RUBY_ABI
+      # io_uring beside epoll on the headline Ruby (and what :auto picks)
+      list << "farce-io_uring@#{main}" if backends.include?("io_uring")
+      # Rubies outside the chroot (BENCH_RUBIES): farce against its Ruby floor and threads
+      other_rubies.each_key do |v|
+        unless farce_built?(v)
+          @notes << "farce is not built for Ruby #{v} (build it with that Ruby's rake compile): no farce@#{v}"
+          next
+        end
+        list << "farce-epoll@#{v}" if backends.include?("epoll")
+        list << "farce-io_uring@#{v}" if backends.include?("io_uring")
+        list << "threads@#{v}"
+        if async_path(v)
+          list << "async-farce@#{v}"
+        else
+          @notes << "Async on Ruby #{v}: Debian's pure-Ruby Async did not load there on farce's selector: no async-farce@#{v}"
+        end
+      end
+      # YJIT twins on every Ruby whose `ruby --yjit` has it
+      list.grep(/\Afarce-epoll@/).each do |c|
+        v = ruby_of(c)
+        yjit?(v) ? list << "farce-epoll+#{YJIT}@#{v}" : @notes << "Ruby #{v} has no YJIT: no YJIT row for it"
+      end
       # farce before its Go scheduler tick (ext/farce/core/sched_tick.go), in the same run
       list << "farce-epoll+FARCE_SCHED_TICK=0@#{main}" if backends.include?("epoll")
       # what stall detection (issue 16: watchdog, turn stamps) costs, in the same run
@@ -86,7 +145,6 @@ module Bench
       list << "farce-ruby@#{main}"
       # BENCH_EXTRA=1: the other backends, GOMAXPROCS=1, threads
       if ENV["BENCH_EXTRA"] == "1"
-        list << "farce-io_uring@#{main}" if backends.include?("io_uring")
         list << "farce-poll@#{main}" if backends.include?("poll")
         list << "farce-epoll+GOMAXPROCS=1@#{main}" if backends.include?("epoll")
         list << "threads@#{main}"
@@ -107,7 +165,13 @@ module Bench
       else
         @notes << "gcc not found: no C reference row"
       end
-      refs + contenders.map { |c| ruby_of(c) }.uniq.map { |v| "ruby-floor@#{v}" }
+      refs + contenders.map { |c| floor_of(c) }.uniq
+    end
+
+    # The Ruby floor a contender is measured against: same Ruby, YJIT the same.
+    def floor_of(contender)
+      _, env, ver = parse_contender(contender)
+      env["RUBY_YJIT_ENABLE"] == "1" ? "ruby-floor+#{YJIT}@#{ver}" : "ruby-floor@#{ver}"
     end
 
     def reference?(contender)

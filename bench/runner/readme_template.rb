@@ -74,7 +74,8 @@ module Bench
         Two references, measured in the same run as the contenders: `c-epoll`, the kernel's limit for
         this ping-pong with no Ruby at all, and `ruby-floor@RUBY`, the least any Ruby fiber scheduler
         can cost (no scheduler: the fibers switch straight to each other and poll only when every one
-        would block). The last two columns give each contender as a fraction of the floor on its Ruby.
+        would block). The last three columns give each contender as a fraction of the floor on its Ruby
+        (with YJIT, of the floor with YJIT).
         With one pair the floor is a true floor. With 100 pairs it is not: it tries each read first and
         pays a failed `read` (EAGAIN) per wait, where farce learns the readiness of up to 256 waits
         from one `epoll_wait`, so a scheduler can beat it there.
@@ -95,7 +96,9 @@ module Bench
         is bounded by a deadline or a count; the driver (`runner.rb`) kills any run that overruns.
 
         1. **ping-pong**: pairs of tasks bounce one byte over two pipes (`IO#read(1)`/`IO#write`);
-           round trips per second summed over pairs.
+           round trips per second summed over pairs. The socketpair row does the same over two
+           `UNIXSocket.pair`s, what servers read and write (farce reads pipes with `RWF_NOWAIT`,
+           sockets with `MSG_DONTWAIT`, so that a descriptor switched to blocking never blocks the loop).
         2. **HTTP hello**: `http_hello.rb`, a plain `TCPServer` with one task per connection and
            hand-written HTTP/1.1 keep-alive parsing; `wrk --latency -t1 -cN` for the req/s and the
            p50/p99/max latencies. Async's server runs inside the sid chroot (`sid-run` shares the

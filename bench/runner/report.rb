@@ -42,7 +42,12 @@ module Bench
     def describe(contender)
       v = versions_of(contender)
       name, env, ver = parse_contender(contender)
-      ruby = "Ruby #{v['ruby'] || ver}#{ver == RUBY_ABI ? '' : ' (sid chroot via .ci/sid-run)'}"
+      where = if ver == RUBY_ABI then ""
+              elsif other_rubies[ver] then " (#{other_rubies[ver]})"
+              else " (sid chroot via .ci/sid-run)"
+              end
+      ruby = "Ruby #{v['ruby'] || ver}#{env['RUBY_YJIT_ENABLE'] == '1' ? ' with YJIT' : ''}#{where}"
+      env = env.reject { |k, _| k == "RUBY_YJIT_ENABLE" }
       settings = env.empty? ? "" : ", #{env.map { |k, val| "#{k}=#{val}" }.join(' ')}"
       case name
       when "farce-ruby"
@@ -51,10 +56,12 @@ module Bench
         "farce #{v['farce']} :#{v['backend'] || name.delete_prefix('farce-')} backend#{settings}, #{ruby}"
       when "async"
         "Async #{v['async']}, io-event #{v['io_event']} (#{v['selector']}), #{ruby}"
+      when "async-farce"
+        "Async #{v['async']} on farce's io-event selector (IO_EVENT_SELECTOR=Farce; Debian's pure-Ruby Async), #{ruby}"
       when "threads"
         "a Ruby Thread per task, #{ruby}"
       when "c-epoll"
-        "C, no Ruby: `bench/pingpong_epoll.c` (one thread, epoll, non-blocking pipes), built with gcc -O2"
+        "C, no Ruby: `bench/pingpong_epoll.c` (one thread, epoll, non-blocking pipes or socketpairs), built with gcc -O2"
       when "ruby-floor"
         "plain fibers, `bench/ruby_floor.rb` (read_nonblock/write_nonblock, Fiber#transfer to the " \
           "fiber a write made runnable, IO.select only when all would block), #{ruby}"
@@ -102,12 +109,14 @@ module Bench
 
       runs = per_run(contenders + references)
       rate = ->(c, id, i) { runs[c][i]&.dig(id, "round_trips_per_second") }
-      lines = ["| | ping-pong, 1 pair (round trips/s) | 100 pairs | fraction of the Ruby floor, 1 pair | 100 pairs |",
-               "| --- | ---: | ---: | ---: | ---: |"]
+      ids = %w[pp1 ppsock1 pp100]
+      lines = ["| | ping-pong, 1 pair (round trips/s) | socketpair, 1 pair | 100 pairs | fraction of the Ruby floor, " \
+               "1 pair | socketpair | 100 pairs |",
+               "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
       (references + contenders.grep_v(/\Athreads/)).each do |c|
-        floor = "ruby-floor@#{ruby_of(c)}"
-        cells = %w[pp1 pp100].map { |id| fmt(median(Array.new(@runs) { |i| rate.call(c, id, i) }), "round trips/s") }
-        fractions = %w[pp1 pp100].map do |id|
+        floor = floor_of(c)
+        cells = ids.map { |id| fmt(median(Array.new(@runs) { |i| rate.call(c, id, i) }), "round trips/s") }
+        fractions = ids.map do |id|
           next "—" if reference?(c) || !runs[floor]
 
           f = median(Array.new(@runs) { |i| (a = rate.call(c, id, i)) && (b = rate.call(floor, id, i)) && b.positive? ? a.to_f / b : nil })

@@ -8,6 +8,8 @@ module Bench
       [
         Row.new(id: "pp1", label: "ping-pong, 1 pair", unit: "round trips/s", better: :higher, plot: true,
                 value: ->(r) { r.dig("pp1", "round_trips_per_second") }),
+        Row.new(id: "ppsock1", label: "ping-pong over a socketpair, 1 pair", unit: "round trips/s", better: :higher,
+                plot: true, value: ->(r) { r.dig("ppsock1", "round_trips_per_second") }),
         Row.new(id: "pp100", label: "ping-pong, 100 pairs", unit: "round trips/s", better: :higher, plot: true,
                 value: ->(r) { r.dig("pp100", "round_trips_per_second") }),
         Row.new(id: "http64", label: "HTTP, 64 conns", unit: "req/s", better: :higher, plot: true,

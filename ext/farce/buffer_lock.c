@@ -16,15 +16,31 @@
  */
 #include "buffer_lock.h"
 
+#include <ruby/version.h>
+
 #if !FARCE_BUFFER_LOCKS_COUNTED
 /* IO::Buffer#locked? (Ruby 3.1 has no C accessor for it) */
 static ID id_locked_p;
+
+/* Whether someone holds buffer's lock flag: the flags rb_io_buffer_get_bytes
+ * returns (3.2+; no method call on every io_uring read or write), else the
+ * method. */
+static int locked(VALUE buffer)
+{
+#if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 2)
+    void *base;
+    size_t size;
+    return (rb_io_buffer_get_bytes(buffer, &base, &size) & RB_IO_BUFFER_LOCKED) != 0;
+#else
+    return RTEST(rb_funcall(buffer, id_locked_p, 0));
+#endif
+}
 #endif
 
 int farce_buffer_hold(VALUE buffer)
 {
 #if !FARCE_BUFFER_LOCKS_COUNTED
-    if (RTEST(rb_funcall(buffer, id_locked_p, 0))) return 0;
+    if (locked(buffer)) return 0;
 #endif
     rb_io_buffer_lock(buffer);
     return 1;

@@ -40,17 +40,24 @@
 #include "io_transfer.h"
 #include "wait_table.h"
 
-/* Whether a Ruby method named read_nonblock or write_nonblock is among the
- * few frames above this hook: IO#read_nonblock itself (io.rb), and what
- * sits between it and us (the hook, a scheduler's Ruby io_read under
- * Async, the Ruby core's routing). A false "yes" only costs the slow path
- * (-EAGAIN, then Ruby's io_wait); a false "no" would park a nonblocking
- * call, so the search is generous. No line numbers are asked for (Ruby
- * computes one per frame otherwise, by a search in the frame's line table),
- * and each frame's answer is cached by the frame's identity: every read
- * that would wait asks (two per pipe ping-pong round trip), and looking up
- * eight method names each time cost a few percent of the round trip. */
+/* Whether the Ruby method that called this hook never waits: a method
+ * whose name ends in _nonblock (IO#read_nonblock and IO#write_nonblock
+ * themselves, io.rb) among the few frames above this hook. A false "yes"
+ * only costs the slow path (-EAGAIN, then Ruby's io_wait); a false "no"
+ * would park a nonblocking call, so the search is generous. Every read
+ * that would wait asks (two per pipe ping-pong round trip), so the common
+ * case is answered from two frames: the hook's own and the one below it.
+ * When that one is a C method (IO#read, IO#gets, IO#sysread, ...), it is
+ * the IO method that called the hook, with nothing in between (Ruby's IO
+ * code calls the scheduler from inside the method's own frame), and its
+ * name is the answer. Only when it is Ruby code (Async's scheduler, a
+ * subclass's io_read calling super, the Ruby core's routing) are up to
+ * NONBLOCK_FRAMES frames searched. No line numbers are asked for (Ruby
+ * computes one per frame otherwise, by a search in the frame's line
+ * table), and each frame's kind is cached by the frame's identity. */
 #define NONBLOCK_FRAMES 8
+
+enum frame_kind { FRAME_RUBY = 1, FRAME_C, FRAME_NONBLOCK };
 
 /* A frame from rb_profile_frames is a method entry or an instruction
  * sequence. The cache's keys are marked by frame_keeper (rb_gc_mark pins
@@ -60,7 +67,7 @@
 #define FRAME_CACHE 64 /* a power of two */
 static struct frame_answer {
     VALUE frame;
-    int nonblock;
+    int kind;
 } frame_cache[FRAME_CACHE];
 
 static void frame_keeper_mark(void *cache)
@@ -76,29 +83,38 @@ static const rb_data_type_t frame_keeper_type = {
     0, 0, RUBY_TYPED_FREE_IMMEDIATELY,
 };
 
-static int frame_is_nonblocking(VALUE frame)
+static int ends_with_nonblock(VALUE name)
 {
-    if (RB_SPECIAL_CONST_P(frame)) return 0;
+    if (!RB_TYPE_P(name, T_STRING)) return 0;
+    long len = RSTRING_LEN(name);
+    return len > 9 && memcmp(RSTRING_PTR(name) + len - 9, "_nonblock", 9) == 0;
+}
+
+static enum frame_kind frame_kind(VALUE frame)
+{
+    if (RB_SPECIAL_CONST_P(frame)) return FRAME_RUBY;
     struct frame_answer *a = &frame_cache[((uint64_t)frame * 0x9E3779B97F4A7C15ull) >> 58];
-    if (a->frame == frame) return a->nonblock;
-    VALUE name = rb_profile_frame_method_name(frame);
-    int yes = 0;
-    if (RB_TYPE_P(name, T_STRING)) {
-        long len = RSTRING_LEN(name);
-        const char *p = RSTRING_PTR(name);
-        yes = (len == 13 && memcmp(p, "read_nonblock", 13) == 0) || (len == 14 && memcmp(p, "write_nonblock", 14) == 0);
-    }
+    if (a->frame == frame) return (enum frame_kind)a->kind;
+    enum frame_kind kind = ends_with_nonblock(rb_profile_frame_method_name(frame)) ? FRAME_NONBLOCK
+                         : NIL_P(rb_profile_frame_path(frame))                   ? FRAME_C /* no instruction sequence */
+                                                                                 : FRAME_RUBY;
     a->frame = frame;
-    a->nonblock = yes;
-    return yes;
+    a->kind = kind;
+    return kind;
 }
 
 static int nonblocking_call(void)
 {
     VALUE frames[NONBLOCK_FRAMES];
-    int n = rb_profile_frames(0, NONBLOCK_FRAMES, frames, NULL); /* NULL: no lines (every Ruby since 2.1) */
+    /* frames[0] is the hook (a C method), frames[1] what called it */
+    int n = rb_profile_frames(0, 2, frames, NULL); /* NULL: no lines (every Ruby since 2.1) */
+    if (n == 2) {
+        enum frame_kind k = frame_kind(frames[1]);
+        if (k != FRAME_RUBY) return k == FRAME_NONBLOCK;
+    }
+    n = rb_profile_frames(0, NONBLOCK_FRAMES, frames, NULL);
     for (int i = 0; i < n; i++)
-        if (frame_is_nonblocking(frames[i])) return 1;
+        if (frame_kind(frames[i]) == FRAME_NONBLOCK) return 1;
     return 0;
 }
 

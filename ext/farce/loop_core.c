@@ -286,17 +286,21 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
     if (l->nqueued_ops) check_queued_ops(l); /* right before the poll that submits them */
     l->slept = 0;
     int64_t n;
+    l->polled_at = 0;
     /* the last batch's resume stamps (the core's wake-up latency
-     * histogram), the descriptor waits begun since, and the reserve of
-     * tokens for the next ones, all in the one call */
-    int last = l->batch_len;
+     * histogram, once someone reads it), the descriptor waits begun
+     * since, and the reserve of tokens for the next ones, all in the
+     * one call */
+    int last = l->wakeup_latency ? l->batch_len : 0;
     farce_poll_args a = {l->resumed_at, last, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
-                         FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes};
+                         FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes,
+                         l->wakeup_latency ? FARCE_POLL_WAKEUP_LATENCY : 0, 0, 0};
     n = farce_core_poll_batch(l->core, l->handle, l->batch, FARCE_BATCH, &a);
     l->fds.ndeferred = 0;
     l->nwakes = 0;
     if (a.reserved >= 0 && a.reserved <= FARCE_DEFERRED_WAITS) l->nreserve = a.reserved;
-    memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
+    if (last) memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
+    if (n > 0) l->polled_at = a.polled_at;
     l->batch_pos = l->batch_len = 0;
     if (n == 0 && block_ns == 0) {
         /* The io_uring driver defers submissions from a zero-timeout poll
@@ -356,7 +360,11 @@ int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result)
         }
         /* cancelled because the loop stopped, not by a close: try again */
         if (w->kind == FARCE_WAIT_OP && w->stopped && c.result == -ECANCELED) *result = -EAGAIN;
-        l->resumed_at[l->batch_pos - 1] = farce_loop_turn_begins(l);
+        /* the first fiber after a poll that did not wait: the poll's clock */
+        int64_t now = l->polled_at ? l->polled_at : farce_monotonic_ns();
+        l->polled_at = 0;
+        farce_loop_turn_begins_at(l, now);
+        if (l->wakeup_latency) l->resumed_at[l->batch_pos - 1] = now;
         return 1;
     }
     return 0;
@@ -464,6 +472,7 @@ void farce_loop_io_close(farce_loop *l, VALUE target)
 VALUE farce_loop_stats(farce_loop *l)
 {
     int64_t v[FARCE_STAT_COUNT];
+    l->wakeup_latency = 1; /* from now on (the next poll tells the core) */
     int64_t r = farce_core_stats(l->core, l->handle, v, FARCE_STAT_COUNT);
     if (r < 0) farce_loop_raise(l, r, "stats");
     VALUE h = rb_hash_new();

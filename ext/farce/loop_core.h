@@ -131,6 +131,15 @@ struct farce_loop {
     int64_t idle_ns;
 
     int64_t resumed_at[FARCE_BATCH]; /* when batch[i]'s fiber resumed (0: it did not), for the next poll */
+    /* The core keeps the wake-up latency histogram (and resumed_at is
+     * stamped) only once someone read the stats: until then it costs
+     * nothing (farce_loop_stats). */
+    int wakeup_latency;
+    /* The core's clock at the end of the last poll that did not wait in
+     * the kernel, for the first turn that begins after it: the loop
+     * dispatches right after the poll, so it is still now, one clock
+     * reading fewer per poll. 0: read the clock. */
+    int64_t polled_at;
 
     /* Tokens the core reserved for descriptor waits (farce_poll_batch): a
      * fiber parks on one at once, and the next poll starts its wait
@@ -277,10 +286,9 @@ void farce_loop_report_stall(farce_loop *l);
  * noted, and farce_loop_start turns it on. */
 void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns);
 /* The loop is about to switch to a fiber it took from its ready work: a new
- * turn starts (and is published for the stall watchdog). */
-static inline int64_t farce_loop_turn_begins(farce_loop *l)
+ * turn starts at now (and is published for the stall watchdog). */
+static inline int64_t farce_loop_turn_begins_at(farce_loop *l, int64_t now)
 {
-    int64_t now = farce_monotonic_ns();
     farce_turns_begin(&l->turns, now);
     farce_turn_state *ts = l->stall.turns;
     if (ts) {
@@ -290,6 +298,7 @@ static inline int64_t farce_loop_turn_begins(farce_loop *l)
     }
     return now;
 }
+static inline int64_t farce_loop_turn_begins(farce_loop *l) { return farce_loop_turn_begins_at(l, farce_monotonic_ns()); }
 /* Control is back in the loop: the running fiber's turn is over. Reports a
  * stall the watchdog saw in it. */
 static inline void farce_loop_turn_ends(farce_loop *l)

@@ -623,7 +623,9 @@ func (r *runner) poll(block bool, budget int, eintr bool) {
 	}
 	m.delivered = m.delivered[:0]
 	m.iterations++
-	m.fire()
+	if block {
+		m.fire()
+	}
 	want := m.expectedTimeout()
 	if !block {
 		want = 0
@@ -643,6 +645,11 @@ func (r *runner) poll(block bool, budget int, eintr bool) {
 	}
 	// Wait
 	m.now += int64(adv)
+	if !block {
+		// A poll that cannot block reads the clock once, after the
+		// driver: the timers due by then are queued ahead of its events.
+		m.fire()
+	}
 	var evs []driver.Event
 	if eintr {
 		if !errors.Is(err, unix.EINTR) {

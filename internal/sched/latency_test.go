@@ -48,6 +48,7 @@ func TestLatencyPercentilesWithinABucket(t *testing.T) {
 // the poll that hands it out; fibers not resumed (0) are not counted.
 func TestNoteResumedMeasuresFromReadiness(t *testing.T) {
 	h := newHarness(t, false)
+	h.s.RecordWakeups(true)
 	timer := h.park(time.Millisecond)
 	woken := h.park(-1)
 	dropped := h.park(-1)
@@ -62,4 +63,28 @@ func TestNoteResumedMeasuresFromReadiness(t *testing.T) {
 	assert.Equal(t, uint64(2), w.Count())
 	assert.Equal(t, int64(2*time.Millisecond+5000), w.Max())
 	assert.LessOrEqual(t, w.Percentile(0.5), int64(1000*1.125))
+}
+
+// Off by default: nothing is stamped or recorded until RecordWakeups(true),
+// and a wait that finished before then is not counted when it resumes
+// (it has no readiness time to count from).
+func TestWakeupsOffUntilAsked(t *testing.T) {
+	h := newHarness(t, false)
+	before := h.park(-1)
+	require.True(t, h.s.Wake(before))
+	got := h.poll()
+	require.Equal(t, []Token{before}, tokens(got))
+	h.s.NoteResumed([]int64{h.clock.Now() + 1000})
+	assert.Equal(t, uint64(0), h.s.Wakeups().Count(), "off")
+
+	early := h.park(-1)
+	require.True(t, h.s.Wake(early)) // finished while off
+	h.s.RecordWakeups(true)
+	later := h.park(-1)
+	require.True(t, h.s.Wake(later))
+	got = h.poll()
+	require.Equal(t, []Token{early, later}, tokens(got))
+	h.s.NoteResumed([]int64{h.clock.Now() + 1000, h.clock.Now() + 2000})
+	assert.Equal(t, uint64(1), h.s.Wakeups().Count(), "only the wait that finished once it was on")
+	assert.Equal(t, int64(2000), h.s.Wakeups().Max())
 }

@@ -27,6 +27,7 @@ type Scheduler struct {
 	behind    []Token  // YieldLast waits, finished at the end of the next poll (turns.go)
 	wakeups   LatencyHistogram
 	unstamped []uint32 // finished since the last poll, readiness time not yet stamped (latency.go)
+	latency   bool     // wakeups is kept (RecordWakeups); off: no stamp, no record
 	cancelled int      // slots cancelled while in the ready ring, dropped by Drain
 	reserved  int      // slots handed out by Reserve and not bound or cancelled yet (reserve.go)
 	events    []driver.Event
@@ -183,7 +184,9 @@ func (s *Scheduler) finish(i uint32, result int64) {
 	sl.state = slotReady
 	sl.result = result
 	sl.readyAt = 0 // stamped by the poll that hands it out (stampReady), or a timer's deadline
-	s.unstamped = append(s.unstamped, i)
+	if s.latency {
+		s.unstamped = append(s.unstamped, i)
+	}
 	s.ready.push(i)
 }
 
@@ -423,14 +426,28 @@ func (s *Scheduler) fireTimers(now int64) {
 // batch, fires due timers and returns how long the driver may block (zero
 // when work is ready, negative when nothing is timed).
 func (s *Scheduler) BeginPoll() time.Duration {
+	s.beginPoll()
+	now := s.clock()
+	s.polledAt = now
+	if len(s.unstamped) > 0 {
+		s.stampReady(now)
+	}
+	s.fireTimers(now)
+	return s.blockFor(now)
+}
+
+// beginPoll is the part of BeginPoll that needs no clock.
+func (s *Scheduler) beginPoll() {
 	for _, i := range s.delivered {
 		s.slots.release(i)
 	}
 	s.delivered = s.delivered[:0]
 	s.iterations++
-	now := s.clock()
-	s.stampReady(now)
-	s.fireTimers(now)
+}
+
+// blockFor is how long the driver may block at now: zero when work is
+// ready, negative when nothing is timed.
+func (s *Scheduler) blockFor(now int64) time.Duration {
 	if s.ready.len() > s.cancelled || len(s.behind) > 0 {
 		return 0
 	}
@@ -448,7 +465,11 @@ func (s *Scheduler) EventBuffer() []driver.Event { return s.events }
 // EndPoll applies the events the driver returned, the operations it
 // completed, and fires timers that became due while it blocked.
 func (s *Scheduler) EndPoll(events []driver.Event) {
-	now := s.clock()
+	s.endPoll(events, s.clock())
+}
+
+// endPoll is EndPoll at now.
+func (s *Scheduler) endPoll(events []driver.Event, now int64) {
 	for _, ev := range events {
 		s.deliver(ev)
 	}
@@ -459,7 +480,9 @@ func (s *Scheduler) EndPoll(events []driver.Event) {
 	}
 	s.fireTimers(now)
 	s.finishBehind()
-	s.stampReady(now)
+	if len(s.unstamped) > 0 { // wake-up latency kept (RecordWakeups)
+		s.stampReady(now)
+	}
 	s.polledAt = now
 }
 
@@ -526,6 +549,24 @@ func (s *Scheduler) Poll(out []Completion, limit time.Duration, release sync.Loc
 	if s.closed {
 		return 0, ErrClosed
 	}
+	if limit == 0 && s.deferrer == nil {
+		// The driver will not block: one clock reading, after it, does
+		// for the whole iteration (a ping-pong polls twice per round
+		// trip, and each reading is a vDSO call). Timers due by then fire
+		// first, ahead of the events, as BeginPoll would have queued them.
+		// Not for a driver that defers submissions (io_uring): whether to
+		// submit now depends on the ready work, due timers included,
+		// before its Wait (below).
+		s.beginPoll()
+		n, err := s.drv.Wait(s.events, 0)
+		now := s.clock()
+		s.fireTimers(now)
+		if err != nil {
+			n = 0
+		}
+		s.endPoll(s.events[:n], now)
+		return s.Drain(out), err
+	}
 	timeout := s.BeginPoll()
 	if timeout == 0 && s.deferrer != nil && s.ready.len() > s.cancelled {
 		// This poll hands out ready work (yields, wakes, due timers): its
@@ -547,11 +588,10 @@ func (s *Scheduler) Poll(out []Completion, limit time.Duration, release sync.Loc
 		n, err = s.drv.Wait(s.events, timeout)
 	}
 	if err != nil {
-		s.EndPoll(nil)
-		return s.Drain(out), err
+		n = 0
 	}
 	s.EndPoll(s.events[:n])
-	return s.Drain(out), nil
+	return s.Drain(out), err
 }
 
 // Stats is a snapshot of the scheduler's counters.

@@ -104,6 +104,7 @@ module Farce
       @stalls = 0
       @idle = 0.0
       @wakeups = LatencyHistogram.new
+      @wakeups_kept = false # from the first stats call on, as the native core's
     end
 
     def backend

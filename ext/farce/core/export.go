@@ -17,6 +17,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -76,17 +77,32 @@ func acquireDriver(h C.int64_t, code *C.int64_t) *core {
 	return c
 }
 
+// The live handles. Writers (open, close) hold handlesMu and publish a
+// fresh copy of the map in handleSnap; lookup, which every call makes,
+// reads the published copy with one atomic load and no lock (an RWMutex's
+// RLock and RUnlock are two atomic read-modify-writes per call, and a
+// ping-pong round trip makes two calls).
 var (
-	handlesMu sync.RWMutex
-	handles   = map[int64]*core{}
-	nextID    int64
+	handlesMu  sync.Mutex
+	handles    = map[int64]*core{}
+	handleSnap atomic.Pointer[map[int64]*core]
+	nextID     int64
 )
 
+// publishHandles makes handles what lookup sees. Called with handlesMu held.
+func publishHandles() {
+	snap := make(map[int64]*core, len(handles))
+	for id, c := range handles {
+		snap[id] = c
+	}
+	handleSnap.Store(&snap)
+}
+
 func lookup(h C.int64_t) *core {
-	handlesMu.RLock()
-	c := handles[int64(h)]
-	handlesMu.RUnlock()
-	return c
+	if snap := handleSnap.Load(); snap != nil {
+		return (*snap)[int64(h)]
+	}
+	return nil
 }
 
 // acquire returns the core behind h with its lock held, or nil.
@@ -187,6 +203,7 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	c := &core{s: sched.New(d, nanotime)} // CLOCK_MONOTONIC: the extension stamps resumes with it
 	c.idle.L = &c.mu
 	handles[id] = c
+	publishHandles()
 	handlesMu.Unlock()
 	return C.int64_t(id)
 }
@@ -223,6 +240,7 @@ func farce_close(h C.int64_t) C.int64_t {
 	handlesMu.Lock()
 	c := handles[int64(h)]
 	delete(handles, int64(h))
+	publishHandles()
 	handlesMu.Unlock()
 	if c == nil {
 		return -C.FARCE_E_HANDLE
@@ -460,7 +478,10 @@ func farce_poll_batch(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, c
 	if args.resumed != nil && args.nresumed > 0 {
 		at = unsafe.Slice((*int64)(unsafe.Pointer(args.resumed)), int(args.nresumed))
 	}
-	return pollWith(h, blockNS, out, capacity, at, func(c *core) C.int64_t {
+	latency := args.flags&C.FARCE_POLL_WAKEUP_LATENCY != 0
+	var polledAt int64
+	r := pollWith(h, blockNS, out, capacity, at, &polledAt, func(c *core) C.int64_t {
+		c.s.RecordWakeups(latency)
 		if args.waits != nil && args.nwaits > 0 {
 			bindWaits(c, unsafe.Slice(args.waits, int(args.nwaits)))
 		}
@@ -486,6 +507,8 @@ func farce_poll_batch(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, c
 		}
 		return 0
 	})
+	args.polled_at = C.int64_t(polledAt)
+	return r
 }
 
 // farce_bind_waits starts descriptor waits on reserved tokens now, as the
@@ -519,13 +542,19 @@ func bindWaits(c *core, waits []C.farce_fd_wait) {
 }
 
 func poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int, resumed []int64) C.int64_t {
-	return pollWith(h, blockNS, out, capacity, resumed, nil)
+	var before func(*core) C.int64_t
+	if resumed != nil { // farce_poll_noting: its caller keeps the histogram
+		before = func(c *core) C.int64_t { c.s.RecordWakeups(true); return 0 }
+	}
+	return pollWith(h, blockNS, out, capacity, resumed, nil, before)
 }
 
 // pollWith is poll that first runs before (if any) under the core's lock;
-// a negative code from it is returned without polling.
+// a negative code from it is returned without polling. *at (if not nil)
+// gets the scheduler's clock (CLOCK_MONOTONIC ns) at the end of the poll,
+// 0 when it did not poll.
 func pollWith(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int, resumed []int64,
-	before func(*core) C.int64_t) C.int64_t {
+	at *int64, before func(*core) C.int64_t) C.int64_t {
 	c := lookup(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
@@ -559,6 +588,9 @@ func pollWith(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity 
 	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
 	n, err := c.s.Poll(comps, durationNS(blockNS), pollRelease{c}) // c.mu is unlocked while it sleeps, for stats and wakes
 	polledAt = c.s.PolledAt()
+	if at != nil {
+		*at = polledAt
+	}
 	// Interrupted with work already drained: hand it out; the caller runs
 	// Ruby's interrupts after every kernel wait anyway.
 	if err != nil && (n == 0 || !errors.Is(err, unix.EINTR)) {

@@ -58,7 +58,7 @@ typedef struct farce_fd_wait {
 
 /* What farce_poll_batch does besides the poll, all under the one call. */
 typedef struct farce_poll_args {
-    int64_t *resumed;       /* when the last batch's fibers resumed (farce_poll_noting) */
+    int64_t *resumed;       /* when the last batch's fibers resumed (farce_poll_noting; with FARCE_POLL_WAKEUP_LATENCY) */
     int32_t nresumed;
     int32_t nwaits;         /* waits to start before the poll asks the driver */
     farce_fd_wait *waits;
@@ -67,7 +67,14 @@ typedef struct farce_poll_args {
     int32_t reserve_cap;    /* top up to this many */
     int32_t nwakes;         /* farce_wake for each, after the waits started */
     uint64_t *wakes;
+    int32_t flags;          /* FARCE_POLL_* */
+    int32_t unused;
+    int64_t polled_at;      /* out: CLOCK_MONOTONIC ns at the end of the poll (0: it did not poll) */
 } farce_poll_args;
+
+/* farce_poll_args.flags: keep the wake-up latency histogram (farce_stats);
+ * without it no wait is stamped and resumed is ignored */
+#define FARCE_POLL_WAKEUP_LATENCY 1
 
 typedef struct farce_turn_state {
     int64_t seq;        /* turns begun */

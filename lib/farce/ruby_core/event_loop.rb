@@ -62,7 +62,7 @@ module Farce
 
         finish(item)
         @completed += 1
-        @wakeups.record(monotonic - item.ready_at) if item.ready_at
+        @wakeups.record(monotonic - item.ready_at) if item.ready_at && @wakeups_kept
         begin_turn(item.fiber)
         begin
           in_turn(item.fiber) { item.fiber.resume(value) } if item.fiber.alive?
@@ -159,7 +159,7 @@ module Farce
           due = target.timer&.deadline
           target.timer = nil
           make_ready(target, :timed_out)
-          target.ready_at = due if due # wake-up latency counts from the due time, as the native core's
+          target.ready_at = due if due && @wakeups_kept # wake-up latency counts from the due time, as the native core's
         end
       end
     end

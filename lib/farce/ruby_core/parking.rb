@@ -25,7 +25,7 @@ module Farce
       early = wait.unblockable && !@early_unblocks.empty? && @early_unblocks.delete(wait.fiber)
       if duration == 0 || duration == :after_poll || early
         wait.state = :ready
-        wait.ready_at = monotonic
+        wait.ready_at = monotonic if @wakeups_kept
         (duration == :after_poll && !early ? @yielded : @ready) << [wait, :woken]
       elsif duration
         wait.timer = @timers.add(monotonic + duration, wait)
@@ -49,7 +49,7 @@ module Farce
       return unless wait.state == :parked
 
       wait.state = :ready
-      wait.ready_at = monotonic
+      wait.ready_at = monotonic if @wakeups_kept
       detach(wait)
       @ready << [wait, value]
     end

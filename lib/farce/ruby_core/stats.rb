@@ -6,6 +6,7 @@ module Farce
 
     def stats
       usable!
+      @wakeups_kept = true # the wake-up latency histogram is kept from now on
       {
         backend: :ruby,
         fibers: @live_fibers,
