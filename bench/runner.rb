@@ -4,7 +4,7 @@
 # and bench/results/*.json. Started by `rake bench` or `bin/bench`. This file is the
 # entry point (settings, main, --render); the runner's parts are in bench/runner/, one
 # purpose each: tools.rb, contenders.rb, cases.rb, running.rb, rows.rb, summary.rb,
-# report.rb and readme_template.rb.
+# report.rb, backends.rb and readme_template.rb.
 #
 # Environment:
 #   BENCH_RUNS=N         alternating runs per figure; the median is reported (default 3; quick 1)
@@ -106,7 +106,7 @@ module Bench
   end
 end
 
-%w[tools contenders cases running rows summary report readme_template].each do |part|
+%w[tools contenders cases running rows summary report backends readme_template].each do |part|
   require_relative "runner/#{part}"
 end
 

@@ -84,6 +84,17 @@ module Bench
 
         #{limit_lines(contenders, references).join("\n")}
 
+        ## io_uring against epoll
+
+        The same farce on the same Ruby, with the same settings, on its two Linux backends: each
+        figure is io_uring ÷ epoll within one run (the median over runs), so above 1 on a ↑ row and
+        below 1 on a ↓ row is io_uring's win. `:auto` picks epoll unless io_uring meets every
+        target below (README.md, *API*).
+
+        #{backend_lines(contenders).join("\n")}
+
+        #{backend_targets(contenders).join("\n")}
+
         ### Targets (issue 17), for farce's epoll backend against Async on the same Ruby
 
         #{targets(contenders, summary).join("\n")}

@@ -143,6 +143,7 @@ module Bench
       plot_rows = summary.select { |r| r["plot"] }
       return false if plot_rows.empty?
 
+      FileUtils.mkdir_p(RESULTS) # --render from a saved JSON may run where no run has made it
       dat = File.join(RESULTS, "plot.dat")
       File.open(dat, "w") do |f|
         f.puts "workload #{series.map { |s| "\"#{s}\"" }.join(' ')}"
