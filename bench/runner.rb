@@ -20,7 +20,7 @@
 #   BENCH_RUBIES=v=path  more Rubies by path (comma-separated; default 4.0=/opt/rubies/4.0/bin/ruby when
 #                        it exists): farce on each (with YJIT too where it has YJIT), its Ruby floor,
 #                        threads, and Async on farce's selector when Debian's pure-Ruby Async loads there
-#   BENCH_YJIT=0         no YJIT rows (default: a YJIT twin of farce-epoll and of the Ruby floor on
+#   BENCH_YJIT=0         no YJIT rows (default: YJIT twins of farce-epoll, farce-io_uring and the Ruby floor on
 #                        every Ruby whose `ruby --yjit` has YJIT)
 #   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, ppsock1, pp100, http64, http1000, scale0,
 #                        scale10k, timers, spawnburst, acceptburst, queue, xthread, memfiber, memio)

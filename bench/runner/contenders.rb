@@ -132,10 +132,15 @@ module Bench
           @notes << "Async on Ruby #{v}: Debian's pure-Ruby Async did not load there on farce's selector: no async-farce@#{v}"
         end
       end
-      # YJIT twins on every Ruby whose `ruby --yjit` has it
-      list.grep(/\Afarce-epoll@/).each do |c|
-        v = ruby_of(c)
-        yjit?(v) ? list << "farce-epoll+#{YJIT}@#{v}" : @notes << "Ruby #{v} has no YJIT: no YJIT row for it"
+      # YJIT twins (epoll and io_uring) on every Ruby whose `ruby --yjit` has it
+      list.grep(/\Afarce-(epoll|io_uring)@/).each do |c|
+        name, _, v = parse_contender(c)
+        if yjit?(v)
+          list << "#{name}+#{YJIT}@#{v}"
+        else
+          note = "Ruby #{v} has no YJIT: no YJIT row for it"
+          @notes << note unless @notes.include?(note)
+        end
       end
       # farce before its Go scheduler tick (ext/farce/core/sched_tick.go), in the same run
       list << "farce-epoll+FARCE_SCHED_TICK=0@#{main}" if backends.include?("epoll")
