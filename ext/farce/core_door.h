@@ -49,7 +49,7 @@ static inline void farce_write_wake(void *p)
     (void)unused;
 }
 
-/* ---- for the loader (core_loader.c) ---------------------------------------- */
+/* ---- for the loader (core_loader.c, core_open.c) --------------------------- */
 
 /* Resolves every function of the library dlopen'ed as dl into a new copy
  * (never freed: a Go library is never unloaded). NULL when a symbol is

@@ -28,7 +28,14 @@ void farce_core_check_usable(void);
 int farce_core_loaded(void);
 /* The fork generation of the loaded core (UINT64_MAX when none). */
 uint64_t farce_core_generation(void);
-/* Installs the fork handler and defines Farce.core_info; called once from Init. */
+/* Installs the fork handlers; called once from Init. */
 void farce_core_loader_init(void);
+
+/* For Farce.core_info (core_info.c): the record of the copy this process
+ * calls (NULL before its first load), and the failure of the last attempt
+ * in this fork generation (NULL when none). */
+struct core_copy;
+const struct core_copy *farce_core_current(void);
+const char *farce_core_last_failure(void);
 
 #endif

@@ -5,6 +5,7 @@
  * scheduler or selector that needs it (core_loader.c).
  */
 #include <ruby.h>
+#include "core_info.h"
 #include "core_loader.h"
 #include "fiber_scheduler.h"
 #include "io_event_selector.h"
@@ -23,6 +24,7 @@ static VALUE farce_backends_m(VALUE mod) { return farce_backend_names(); }
 void Init_farce_shim(void)
 {
     farce_core_loader_init();
+    farce_core_info_init();
     VALUE mFarce = rb_define_module("Farce");
     farce_eError = rb_define_class_under(mFarce, "Error", rb_eStandardError);
     rb_define_singleton_method(mFarce, "core_loaded?", farce_core_loaded_p, 0);

@@ -1,8 +1,12 @@
 // Command export builds libfarce_core.so (-buildmode=c-shared): the C ABI of
-// farce_core.h over internal/sched and internal/driver. It only translates:
-// validate the integers it is handed, call the core, turn errors into codes.
-// It never calls Ruby and never blocks except in farce_poll with blockNS != 0,
-// which the extension runs with the GVL released.
+// farce_core.h over internal/sched and internal/driver. This file holds its
+// //export functions (and yieldWith and bindWaits, which some of them
+// share), and they only translate: validate the integers they are handed,
+// call the core under its lock, turn errors into codes. The handle map and
+// the locks are in handles.go, the poll path in poll.go, the stall
+// watchdog's glue in watchdog.go, stats in stats.go, the codes in codes.go.
+// It never calls Ruby and never blocks except in farce_poll with blockNS !=
+// 0, which the extension runs with the GVL released.
 package main
 
 /*
@@ -15,9 +19,6 @@ import "C"
 
 import (
 	"errors"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -27,133 +28,6 @@ import (
 )
 
 func main() {}
-
-// core is one scheduler behind a handle. mu serialises the loop thread with
-// other Ruby threads asking for stats or closing; it is released while the
-// driver blocks, and polling says so: the driver is then in use outside
-// the lock, so calls that touch it (arming, forgetting, submitting
-// operations) refuse (errBusyPolling) instead of racing with it (the poll
-// driver's map, io_uring's submission queue), and close waits for the
-// poll to end (after waking it) instead of freeing the driver under it.
-type core struct {
-	mu      sync.Mutex
-	idle    sync.Cond // broadcast when polling ends
-	polling bool
-	s       *sched.Scheduler
-	lastErr string
-	tick    schedTick // sched_tick.go: keeps sysmon from taking this thread's P
-
-	turns     *C.farce_turn_state // handed over by farce_stall_watch; freed at close
-	stopWatch chan struct{}       // closes the running watchdog, if any
-	watchDone chan struct{}
-}
-
-// errBusyPolling: a call that touches the driver arrived while the loop's
-// thread waits in it: it came from another thread.
-var errBusyPolling = errors.New("the scheduler's loop is waiting on another thread; use a scheduler only from the thread that runs it (Fiber::Scheduler#unblock wakes a fiber from any thread)")
-
-// pollRelease is what Scheduler.Poll unlocks while the driver sleeps: for
-// that time the driver is in use outside c.mu, so polling is set (calls that
-// touch the driver refuse, close waits) and cleared, with a broadcast to a
-// waiting close, when the poll takes the lock back.
-type pollRelease struct{ c *core }
-
-func (r pollRelease) Unlock() { r.c.polling = true; r.c.mu.Unlock() }
-func (r pollRelease) Lock()   { r.c.mu.Lock(); r.c.polling = false; r.c.idle.Broadcast() }
-
-// acquireDriver is acquire for calls that touch the driver: nil with code
-// set when the handle is unknown or the driver is busy in a poll.
-func acquireDriver(h C.int64_t, code *C.int64_t) *core {
-	c := acquire(h)
-	if c == nil {
-		*code = -C.FARCE_E_HANDLE
-		return nil
-	}
-	if c.polling {
-		*code = c.fail(errBusyPolling)
-		c.mu.Unlock()
-		return nil
-	}
-	return c
-}
-
-// The live handles. Writers (open, close) hold handlesMu and publish a
-// fresh copy of the map in handleSnap; lookup, which every call makes,
-// reads the published copy with one atomic load and no lock (an RWMutex's
-// RLock and RUnlock are two atomic read-modify-writes per call, and a
-// ping-pong round trip makes two calls).
-var (
-	handlesMu  sync.Mutex
-	handles    = map[int64]*core{}
-	handleSnap atomic.Pointer[map[int64]*core]
-	nextID     int64
-)
-
-// publishHandles makes handles what lookup sees. Called with handlesMu held.
-func publishHandles() {
-	snap := make(map[int64]*core, len(handles))
-	for id, c := range handles {
-		snap[id] = c
-	}
-	handleSnap.Store(&snap)
-}
-
-func lookup(h C.int64_t) *core {
-	if snap := handleSnap.Load(); snap != nil {
-		return (*snap)[int64(h)]
-	}
-	return nil
-}
-
-// acquire returns the core behind h with its lock held, or nil.
-func acquire(h C.int64_t) *core {
-	c := lookup(h)
-	if c != nil {
-		c.mu.Lock()
-	}
-	return c
-}
-
-// boolCode is the 1/0 answer of the exports that report whether a wait was
-// still pending.
-func boolCode(b bool) C.int64_t {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// fail records err for farce_last_error and returns its code.
-func (c *core) fail(err error) C.int64_t {
-	c.lastErr = err.Error()
-	var errno unix.Errno
-	switch {
-	case errors.Is(err, errBusyPolling), errors.Is(err, driver.ErrForeignThread):
-		return -C.FARCE_E_THREAD // Farce::Error with the message: not a system error
-	case errors.As(err, &errno):
-		return -C.int64_t(errno)
-	case errors.Is(err, sched.ErrClosed):
-		return -C.FARCE_E_HANDLE
-	default:
-		return -C.FARCE_E_ARGUMENT
-	}
-}
-
-func copyOut(dst *C.char, n C.int, s string) {
-	if dst == nil || n <= 0 {
-		return
-	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(n))
-	k := copy(b[:len(b)-1], s)
-	b[k] = 0
-}
-
-func durationNS(ns C.int64_t) time.Duration {
-	if ns < 0 {
-		return -1
-	}
-	return time.Duration(ns)
-}
 
 //export farce_core_abi
 func farce_core_abi() C.int64_t { return C.FARCE_CORE_ABI }
@@ -167,12 +41,9 @@ func farce_core_abi() C.int64_t { return C.FARCE_CORE_ABI }
 //
 //export farce_set_handle_base
 func farce_set_handle_base(base C.int64_t) C.int64_t {
-	handlesMu.Lock()
-	defer handlesMu.Unlock()
-	if base < 0 || len(handles) > 0 || nextID > int64(base) {
+	if !setHandleBase(base) {
 		return -C.FARCE_E_ARGUMENT
 	}
-	nextID = int64(base)
 	return 0
 }
 
@@ -197,15 +68,7 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	copyOut(name, nameLen, d.Name())
 	copyOut(reason, reasonLen, why)
 	*wakeFD = C.int(d.WakeFD())
-	handlesMu.Lock()
-	nextID++
-	id := nextID
-	c := &core{s: sched.New(d, nanotime)} // CLOCK_MONOTONIC: the extension stamps resumes with it
-	c.idle.L = &c.mu
-	handles[id] = c
-	publishHandles()
-	handlesMu.Unlock()
-	return C.int64_t(id)
+	return C.int64_t(openHandle(d))
 }
 
 // farce_backends copies the backend names this system offers ("auto, epoll,
@@ -237,25 +100,14 @@ func farce_probe(fd C.int, events C.uint32_t) C.int64_t {
 
 //export farce_close
 func farce_close(h C.int64_t) C.int64_t {
-	handlesMu.Lock()
-	c := handles[int64(h)]
-	delete(handles, int64(h))
-	publishHandles()
-	handlesMu.Unlock()
+	c := removeHandle(h)
 	if c == nil {
 		return -C.FARCE_E_HANDLE
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.polling { // never free the driver under a running poll: end it first
-		c.s.Driver().Wake()
-		c.idle.Wait()
-	}
-	c.stopWatchdog()
-	if c.turns != nil {
-		C.free(unsafe.Pointer(c.turns))
-		c.turns = nil
-	}
+	c.waitPollEnd()
+	c.dropTurns()
 	if err := c.s.Close(); err != nil {
 		return c.fail(err)
 	}
@@ -362,42 +214,9 @@ func farce_stall_watch(h C.int64_t, state *C.farce_turn_state, thresholdNS C.int
 	if state == nil || (c.turns != nil && c.turns != state) || signo <= 0 || signo >= 65 {
 		return c.fail(errors.New("farce_stall_watch: bad state or signal"))
 	}
-	c.turns = state
-	c.stopWatchdog()
-	if thresholdNS <= 0 {
-		return 0
-	}
-	w := sched.NewWatchdog((*sched.TurnState)(unsafe.Pointer(state)), time.Duration(thresholdNS))
-	stop, done := make(chan struct{}), make(chan struct{})
-	c.stopWatch, c.watchDone = stop, done
-	pid := unix.Getpid()
-	sig := unix.Signal(signo)
-	go func() {
-		defer close(done)
-		w.Run(stop, monotonicNS, func(tid int64) { _ = unix.Tgkill(pid, int(tid), sig) })
-	}()
+	c.watch(state, time.Duration(thresholdNS), unix.Signal(signo))
 	return 0
 }
-
-// stopWatchdog ends the watchdog goroutine, if one runs, and waits for it:
-// after this nothing reads the turn state. Called with c.mu held.
-func (c *core) stopWatchdog() {
-	if c.stopWatch == nil {
-		return
-	}
-	close(c.stopWatch)
-	<-c.watchDone
-	c.stopWatch, c.watchDone = nil, nil
-}
-
-// monotonicNS is CLOCK_MONOTONIC, the clock the extension stamps turns with.
-func monotonicNS() int64 { return nanotime() }
-
-// nanotime is the runtime's CLOCK_MONOTONIC reading (vDSO, no system call),
-// the clock the extension's turn and resume stamps use.
-//
-//go:linkname nanotime runtime.nanotime
-func nanotime() int64
 
 // farce_wake returns 1 when the wait was woken, 0 when it had already ended.
 //
@@ -541,64 +360,6 @@ func bindWaits(c *core, waits []C.farce_fd_wait) {
 	}
 }
 
-func poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int, resumed []int64) C.int64_t {
-	var before func(*core) C.int64_t
-	if resumed != nil { // farce_poll_noting: its caller keeps the histogram
-		before = func(c *core) C.int64_t { c.s.RecordWakeups(true); return 0 }
-	}
-	return pollWith(h, blockNS, out, capacity, resumed, nil, before)
-}
-
-// pollWith is poll that first runs before (if any) under the core's lock;
-// a negative code from it is returned without polling. *at (if not nil)
-// gets the scheduler's clock (CLOCK_MONOTONIC ns) at the end of the poll,
-// 0 when it did not poll.
-func pollWith(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity C.int, resumed []int64,
-	at *int64, before func(*core) C.int64_t) C.int64_t {
-	c := lookup(h)
-	if c == nil {
-		return -C.FARCE_E_HANDLE
-	}
-	if out == nil || capacity <= 0 {
-		return -C.FARCE_E_ARGUMENT
-	}
-	var polledAt int64 // the scheduler's clock (nanotime) at the end of the poll; 0: no poll
-	// after c.mu is released (deferred calls run last-in first-out)
-	defer func() {
-		if polledAt != 0 {
-			c.tick.refreshAt(polledAt)
-		}
-	}()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.s.Closed() {
-		return -C.FARCE_E_HANDLE
-	}
-	if c.polling {
-		return c.fail(errBusyPolling)
-	}
-	if resumed != nil {
-		c.s.NoteResumed(resumed)
-	}
-	if before != nil {
-		if r := before(c); r < 0 {
-			return r
-		}
-	}
-	comps := unsafe.Slice((*sched.Completion)(unsafe.Pointer(out)), int(capacity))
-	n, err := c.s.Poll(comps, durationNS(blockNS), pollRelease{c}) // c.mu is unlocked while it sleeps, for stats and wakes
-	polledAt = c.s.PolledAt()
-	if at != nil {
-		*at = polledAt
-	}
-	// Interrupted with work already drained: hand it out; the caller runs
-	// Ruby's interrupts after every kernel wait anyway.
-	if err != nil && (n == 0 || !errors.Is(err, unix.EINTR)) {
-		return c.fail(err)
-	}
-	return C.int64_t(n)
-}
-
 //export farce_stats
 func farce_stats(h C.int64_t, out *C.int64_t, n C.int) C.int64_t {
 	c := lookup(h)
@@ -608,27 +369,7 @@ func farce_stats(h C.int64_t, out *C.int64_t, n C.int) C.int64_t {
 	if out == nil || n < C.FARCE_STAT_COUNT {
 		return -C.FARCE_E_ARGUMENT
 	}
-	c.mu.Lock()
-	st := c.s.Stats()
-	c.mu.Unlock()
-	v := unsafe.Slice((*int64)(unsafe.Pointer(out)), int(n))
-	v[C.FARCE_STAT_PENDING_WAITS] = int64(st.PendingWaits)
-	v[C.FARCE_STAT_READY_WAITS] = int64(st.ReadyWaits)
-	v[C.FARCE_STAT_TIMERS] = int64(st.Timers)
-	v[C.FARCE_STAT_REGISTERED_FDS] = int64(st.RegisteredFDs)
-	v[C.FARCE_STAT_ITERATIONS] = int64(st.Iterations)
-	v[C.FARCE_STAT_COMPLETED] = int64(st.Completed)
-	v[C.FARCE_STAT_GOROUTINES] = int64(runtime.NumGoroutine())
-	v[C.FARCE_STAT_KERNEL_CALLS] = int64(st.KernelCalls)
-	v[C.FARCE_STAT_URING_ENTERS] = int64(st.URingEnters)
-	c.mu.Lock()
-	w := c.s.Wakeups()
-	v[C.FARCE_STAT_WAKEUPS] = int64(w.Count())
-	v[C.FARCE_STAT_WAKEUP_P50_NS] = w.Percentile(0.50)
-	v[C.FARCE_STAT_WAKEUP_P90_NS] = w.Percentile(0.90)
-	v[C.FARCE_STAT_WAKEUP_P99_NS] = w.Percentile(0.99)
-	v[C.FARCE_STAT_WAKEUP_MAX_NS] = w.Max()
-	c.mu.Unlock()
+	c.fillStats(unsafe.Slice((*int64)(unsafe.Pointer(out)), int(n)))
 	return 0
 }
 

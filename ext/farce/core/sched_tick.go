@@ -21,7 +21,7 @@ import (
 // it, and every such thread's goroutine needs its tick moved.
 const schedTickEvery = 4 * time.Millisecond
 
-// schedTick is a core's time (monotonic ns, nanotime in export.go) of its last pass through the scheduler.
+// schedTick is a core's time (monotonic ns, nanotime in clock.go) of its last pass through the scheduler.
 type schedTick struct{ last atomic.Int64 }
 
 // FARCE_SCHED_TICK=0 in the environment the process started with turns it
