@@ -142,11 +142,11 @@ def ruby_fiber_compile(ruby)
   build = File.join(ROOT, "tmp", "build-#{abi}")
   FileUtils.mkdir_p(build)
   sh(*ruby, File.join(ROOT, "ext", "farce", "extconf.rb"), chdir: build)
-  FileUtils.rm_f(File.join(build, "farce_shim.so"))
+  FileUtils.rm_f(File.join(build, "farce_ext.so"))
   sh("make", "-j2", chdir: build)
   target = File.join(ROOT, "lib", "farce", abi)
   FileUtils.mkdir_p(target)
-  %w[farce_shim.so libfarce_core.so].each { |f| FileUtils.cp(File.join(build, f), target) }
+  %w[farce_ext.so libfarce_core.so].each { |f| FileUtils.cp(File.join(build, f), target) }
 end
 
 # The backends the core built for that Ruby offers, and :ruby.

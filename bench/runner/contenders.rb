@@ -73,7 +73,7 @@ module Bench
     end
 
     def farce_built?(ver)
-      File.exist?(File.join(ROOT, "lib", "farce", ver, "farce_shim.so"))
+      File.exist?(File.join(ROOT, "lib", "farce", ver, "farce_ext.so"))
     end
 
     def async_on?(ver)

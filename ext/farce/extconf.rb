@@ -119,7 +119,7 @@ end
 case RbConfig::CONFIG["host_os"]
 when /linux/ then nil
 when /mingw|mswin|cygwin/
-  skip_native("Windows is not supported by the Ruby extension yet (the IOCP driver exists in Go, the shim is POSIX-only).")
+  skip_native("Windows is not supported by the Ruby extension yet (the IOCP driver exists in Go, the extension is POSIX-only).")
 else
   # The Go core has kqueue for macOS and the BSDs, but the extension has only
   # been built and tested on Linux: FARCE_TRY_NATIVE=1 tries it anyway.
@@ -141,7 +141,7 @@ $CFLAGS << " -std=gnu11 -Wall -Wno-unused-parameter"
 $srcs = %w[extension.c fiber_scheduler.c io_event_selector.c loop_core.c wait_table.c io_transfer.c
            process_wait.c fd_table.c positional_io.c core_door.c core_loader.c op_pins.c stall.c
            io_transfer_v4.c buffer_lock.c]
-create_makefile("farce/farce_shim")
+create_makefile("farce/farce_ext")
 
 File.open("Makefile", "a") do |makefile|
   makefile.puts <<~MAKE

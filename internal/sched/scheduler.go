@@ -601,7 +601,7 @@ type Stats struct {
 	Timers        int    // waits with a deadline
 	RegisteredFDs int    // descriptors the driver watches (or has operations in flight on)
 	Iterations    uint64 // loop iterations (polls)
-	Completed     uint64 // waits handed back to the shim
+	Completed     uint64 // waits handed back to the extension
 	KernelCalls   uint64 // system calls the driver made (0 when it does not count them)
 	URingEnters   uint64 // of which io_uring_enter
 }
@@ -623,7 +623,7 @@ func (s *Scheduler) Stats() Stats {
 	}
 }
 
-// Close releases the driver. Pending waits are dropped: the shim resumes or
+// Close releases the driver. Pending waits are dropped: the extension resumes or
 // abandons their fibers itself.
 func (s *Scheduler) Close() error {
 	if s.closed {

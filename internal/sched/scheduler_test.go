@@ -482,7 +482,7 @@ func TestDeliveredSlotNotReusedBeforeNextPoll(t *testing.T) {
 	b := h.yield()
 	require.Equal(t, []Token{a, b}, tokens(h.poll()))
 	assert.Equal(t, 0, h.s.Stats().PendingWaits)
-	assert.Equal(t, 2, h.s.slots.inUse, "delivered slots stay allocated for the shim")
+	assert.Equal(t, 2, h.s.slots.inUse, "delivered slots stay allocated for the extension")
 
 	// The resumed fibers park again before the next poll: they must get new slots.
 	c := h.park(-1)

@@ -90,12 +90,12 @@ module Farce
 end
 
 begin
-  require "farce/#{RUBY_VERSION[/\A\d+\.\d+/]}/farce_shim"
+  require "farce/#{RUBY_VERSION[/\A\d+\.\d+/]}/farce_ext"
 rescue LoadError
   begin
-    require "farce/farce_shim"
+    require "farce/farce_ext"
   rescue LoadError => e
-    built_for = Dir[File.join(__dir__, "[0-9]*.[0-9]*", "farce_shim.so")].map { |f| File.basename(File.dirname(f)) }.sort
+    built_for = Dir[File.join(__dir__, "[0-9]*.[0-9]*", "farce_ext.so")].map { |f| File.basename(File.dirname(f)) }.sort
     status = begin
       require "farce/native_status" # written by extconf.rb when it skipped the native build
       Farce::Native::BUILD_SKIPPED
