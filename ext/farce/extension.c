@@ -9,7 +9,7 @@
 #include "fiber_scheduler.h"
 #include "io_event_selector.h"
 #include "io_transfer.h"
-#include "loop_core.h"
+#include "event_loop.h"
 
 VALUE farce_eError;
 

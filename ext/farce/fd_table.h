@@ -23,7 +23,7 @@ typedef struct {
 } farce_fd_ent;
 
 /* Descriptor waits fibers parked on since the last poll, on tokens the
- * core reserved (loop_core.c): the next poll starts them (farce_poll_batch). */
+ * core reserved (event_loop.c): the next poll starts them (farce_poll_batch). */
 #define FARCE_DEFERRED_WAITS 256
 
 typedef struct {

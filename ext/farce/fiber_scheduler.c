@@ -1,6 +1,6 @@
 /*
- * Farce::Scheduler: Ruby's Fiber::Scheduler interface over the loop core
- * (loop_core.h). Its fibers are resumed by the loop and yield back to it;
+ * Farce::Scheduler: Ruby's Fiber::Scheduler interface over the loop
+ * (event_loop.h). Its fibers are resumed by the loop and yield back to it;
  * everything else about waiting, the descriptor table, the poll and the
  * read/write loop is shared with the io-event selector. What is left here is
  * what only Fiber::Scheduler has: `run`, block/unblock (from any thread,
@@ -18,7 +18,7 @@
 #include <ruby/fiber/scheduler.h>
 #include "fiber_scheduler.h"
 #include "io_transfer.h"
-#include "loop_core.h"
+#include "event_loop.h"
 #include "wait_table.h"
 #include "positional_io.h"
 #include "stall.h"
@@ -26,7 +26,7 @@
 static VALUE cScheduler;
 
 typedef struct {
-    farce_loop loop;   /* first: the loop core's callbacks get &s->loop */
+    farce_loop loop;   /* first: the loop's callbacks get &s->loop */
     int running;
     VALUE interrupts;  /* [fiber, exception] pairs from fiber_interrupt, raised by the loop */
     uint64_t *inbox;   /* tokens woken by other threads, applied by the loop */
@@ -412,7 +412,7 @@ static void yield_fiber(farce_sched *s, int last)
     farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qundef);
 }
 
-/* The running fiber held the loop past its turn budget (loop_core.c). A
+/* The running fiber held the loop past its turn budget (event_loop.c). A
  * fiber that can park (farce_loop_can_park: the same test every wait
  * makes, issue 13 item 3) yields to the loop, which resumes it after one
  * iteration. Any other gets no turn and goes on: a blocking fiber, a fiber

@@ -2,8 +2,8 @@
  * The one read/write loop of both front ends, and its completion-operation
  * policy (io_uring performs the read or write itself: no readiness wait, no
  * EAGAIN call). How the waiting fiber parks is the front end's (yield to
- * the scheduler's loop, or transfer to the selector's loop); the loop core
- * hides that (loop_core.h).
+ * the scheduler's loop, or transfer to the selector's loop); the loop
+ * hides that (event_loop.h).
  *
  * A stream read is tried first unless the last one drained the stream; a
  * blocking descriptor is waited on before every call, so it never blocks the
@@ -223,7 +223,7 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
         if (r == -EAGAIN) return r; /* the caller waits for readiness instead */
         farce_loop_raise(l, r, direction == FARCE_READ ? "read" : "write");
     }
-    /* checked against io at the poll that submits it (loop_core.h) */
+    /* checked against io at the poll that submits it (event_loop.h) */
     farce_loop_note_op(l, token, io, fd);
     l->ops_submitted++;
     l->ops_in_flight++;
@@ -372,7 +372,7 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
     farce_loop_turn_owed(l); /* before any byte moves: an exception in the turn loses nothing */
     int64_t turn = l->turns.started_ns;
     VALUE result = transfer(l, io, buffer, length_v, offset, from, direction);
-    /* A transfer that never waits must not hold the loop (loop_core.c).
+    /* A transfer that never waits must not hold the loop (event_loop.c).
      * Checked once it is done, and only when no new turn began meanwhile
      * (the fiber parked and the loop resumed it: the loop had its turn,
      * and the clock read would be wasted; two of a ping-pong round trip's

@@ -92,7 +92,7 @@ VALUE farce_io_transfer_once(farce_loop *l, VALUE io, VALUE buffer, VALUE offset
         break;
     }
     /* a transfer that never waits must not hold the loop: the turn is owed
-     * to the fiber's next hook, never given here (loop_core.h) */
+     * to the fiber's next hook, never given here (event_loop.h) */
     farce_loop_turn_check_done(l);
     return result;
 }

@@ -7,7 +7,7 @@
  * A loop's part is a farce_op_pins embedded in it (farce_loop.pins); the
  * functions here take that or plain values, return codes and never raise.
  * The loop's side (drain on release, stop, orphan at free) is in
- * loop_core.c.
+ * event_loop.c.
  */
 #ifndef FARCE_OP_PINS_H
 #define FARCE_OP_PINS_H 1

@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "loop_core.h"
+#include "event_loop.h"
 #include "wait_table.h"
 
 struct pidfd_wait {

@@ -4,7 +4,7 @@
  * Ruby's GC marks through farce_loop_mark (docs/cgo-hazards.md rules 1 and 3). Here a
  * fiber parks on a token, and leaves it again when something other than the
  * loop switched to it. How it switches to the loop is the front end's
- * (farce_front_end.to_loop); see loop_core.h.
+ * (farce_front_end.to_loop); see event_loop.h.
  */
 #include <errno.h>
 #include <poll.h>

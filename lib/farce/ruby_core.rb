@@ -25,7 +25,7 @@ module Farce
   # native (Go) core is not there (no Go at install, an unsupported OS, a
   # failed build, a forked child whose reload of the Go core was refused) or when
   # `backend: :ruby` asks for it. It keeps the native core's contract (see
-  # ext/farce/fiber_scheduler.c over the loop core): the same hooks, results, stats keys and errors, with
+  # ext/farce/fiber_scheduler.c over the loop): the same hooks, results, stats keys and errors, with
   # IO.select as the kernel wait.
   #
   # One RubyCore belongs to one scheduler; Hooks (ruby_core/hooks.rb) routes

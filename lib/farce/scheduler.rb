@@ -11,7 +11,7 @@ require_relative "unwind"
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
   # (io_wait, io_read, io_write, kernel_sleep, block, unblock, run) are
-  # implemented in C (ext/farce/fiber_scheduler.c over the loop core shared
+  # implemented in C (ext/farce/fiber_scheduler.c over the loop shared
   # with the io-event selector); the rarely called ones live here.
   # All of them are public methods that a subclass may override and `super`.
   # Without the native core, the same methods run on farce's pure-Ruby core

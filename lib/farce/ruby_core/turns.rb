@@ -2,7 +2,7 @@
 
 module Farce
   class RubyCore
-    # Turns (the native loop's are in ext/farce/loop_core.c, the same rule): a fiber that holds the
+    # Turns (the native loop's are in ext/farce/event_loop.c, the same rule): a fiber that holds the
     # loop past its budget gives it a turn; begin_turn/end_turn stamp each turn for stall detection.
 
     # Seconds a fiber may hold the loop before a hook that would not block

@@ -1,5 +1,5 @@
 /*
- * The loop core: what both Ruby front ends of the Go core share.
+ * The loop: what both Ruby front ends of the Go core share.
  *
  * farce has two Ruby faces over one Go core: Farce::Scheduler
  * (fiber_scheduler.c, Ruby's Fiber::Scheduler interface, fibers are resumed
@@ -21,8 +21,8 @@
  * checked before Go runs on a fiber stack (5), and a loop inherited through
  * fork is inert: no Go call, no descriptor closed (7).
  */
-#ifndef FARCE_LOOP_CORE_H
-#define FARCE_LOOP_CORE_H 1
+#ifndef FARCE_EVENT_LOOP_H
+#define FARCE_EVENT_LOOP_H 1
 
 #include <stdint.h>
 #include <time.h>

@@ -1,11 +1,11 @@
 /*
- * The loop core's lifetime, its poll and dispatch, and the hooks both front
- * ends answer the same way (io_close, stats); see loop_core.h.
+ * The loop's lifetime, its poll and dispatch, and the hooks both front
+ * ends answer the same way (io_close, stats); see event_loop.h.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "loop_core.h"
+#include "event_loop.h"
 
 /* ---- errors ------------------------------------------------------------------ */
 
@@ -267,7 +267,7 @@ void farce_loop_op_room(farce_loop *l)
 }
 
 /* Cancels each operation queued since the last poll whose IO was closed or
- * no longer has the descriptor it was queued on (loop_core.h). The caller
+ * no longer has the descriptor it was queued on (event_loop.h). The caller
  * polls next, with the GVL still held: that poll submits the others. */
 static void check_queued_ops(farce_loop *l)
 {
