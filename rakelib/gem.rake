@@ -13,7 +13,7 @@
 #
 # A new Ruby release joins NATIVE_RUBIES (and RELEASES in .ci/ruby-build,
 # RUBY_LEGS in rakelib/rubies.rb): the gem carries one extension per Ruby
-# minor version, and a Ruby it has none for runs the pure-Ruby core, saying
+# minor version, and a Ruby it has none for runs the pure-Ruby loop, saying
 # the source gem compiles for it.
 require "rubygems/package"
 require_relative "rubies"

@@ -61,8 +61,8 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     VALUE from_environment = Qnil;
     if (!backend) {
         /* FARCE_BACKEND is read in one place, Farce.backend_from_environment
-         * (lib/farce/native.rb), since the Ruby core's choice needs it too.
-         * Only a selector gets here without a name, and it has no Ruby core:
+         * (lib/farce/native.rb), since the Ruby loop's choice needs it too.
+         * Only a selector gets here without a name, and it has no Ruby loop:
          * :ruby means the best native backend there. */
         from_environment = rb_sym2str(rb_funcall(rb_define_module("Farce"), rb_intern("backend_from_environment"), 0));
         backend = strcmp(RSTRING_PTR(from_environment), "ruby") == 0 ? "auto" : StringValueCStr(from_environment);

@@ -29,8 +29,8 @@ end
 
 # ---- the fallback: install without the native core -------------------------
 # When the native core cannot be built here (no Go, an unsupported OS, a
-# build error), the gem still installs and runs on farce's pure-Ruby core
-# (lib/farce/ruby_core.rb). This says so once, installs farce/native_status.rb
+# build error), the gem still installs and runs on farce's pure-Ruby loop
+# (lib/farce/ruby_loop.rb). This says so once, installs farce/native_status.rb
 # (read by lib/farce/native.rb: Scheduler#fallback_reason repeats the reason)
 # and writes a Makefile that builds nothing. FARCE_REQUIRE_NATIVE=1 makes it a
 # failure instead, for images that must never run the slow path.
@@ -38,13 +38,13 @@ def skip_native(reason)
   value = ENV.fetch("FARCE_REQUIRE_NATIVE", "")
   if !value.empty? && value != "0"
     abort_build("cannot build farce's native core: #{reason}\n" \
-                "*** FARCE_REQUIRE_NATIVE is set, so the pure-Ruby core is not installed in its place.")
+                "*** FARCE_REQUIRE_NATIVE is set, so the pure-Ruby loop is not installed in its place.")
   end
   status = "farce's native core was not built when the gem was installed: #{reason}"
   message = <<~TEXT
 
     *** farce: #{status}
-    *** farce will run on its pure-Ruby core (Farce::Scheduler#backend is :ruby): every hook works,
+    *** farce will run on its pure-Ruby loop (Farce::Scheduler#backend is :ruby): every hook works,
     *** several times slower than the native core. To get the native core, fix the above and
     *** reinstall; set FARCE_REQUIRE_NATIVE=1 to make this a failure instead.
 

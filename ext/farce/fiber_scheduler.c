@@ -36,7 +36,7 @@ typedef struct {
     /* Fibers `unblock`ed before they were registered as blocked: Queue and
      * Mutex put a fiber on their wait list before they call `block`, and
      * when a Ruby frame sits in between (a subclass's `block` calling
-     * super, or the Ruby core's Hooks once installed) another thread can
+     * super, or the Ruby loop's Hooks once installed) another thread can
      * run there and unblock it. Its next `block` (or unblockable
      * kernel_sleep) returns at once: a spurious wakeup, which Queue, Mutex
      * and ConditionVariable allow for, instead of a lost one (a hang). Keys

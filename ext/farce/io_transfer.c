@@ -51,7 +51,7 @@
  * the IO method that called the hook, with nothing in between (Ruby's IO
  * code calls the scheduler from inside the method's own frame), and its
  * name is the answer. Only when it is Ruby code (Async's scheduler, a
- * subclass's io_read calling super, the Ruby core's routing) are up to
+ * subclass's io_read calling super, the Ruby loop's routing) are up to
  * NONBLOCK_FRAMES frames searched. No line numbers are asked for (Ruby
  * computes one per frame otherwise, by a search in the frame's line
  * table), and each frame's kind is cached by the frame's identity. */
