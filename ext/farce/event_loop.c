@@ -406,7 +406,7 @@ void farce_loop_wake(farce_loop *l, uint64_t token)
  * and GC, which no turn can split; farce spawning twice as fast as Async
  * puts twice as many timers due inside each of those pauses.
  */
-void farce_loop_give_turn_done(farce_loop *l)
+static void give_turn_without_usable_check(farce_loop *l)
 {
     if (l->front->give_turn(l)) l->turns.given++;
     /* where the front end could not give one (see its give_turn), the
@@ -416,7 +416,7 @@ void farce_loop_give_turn_done(farce_loop *l)
 
 void farce_loop_give_turn(farce_loop *l)
 {
-    farce_loop_give_turn_done(l);
+    give_turn_without_usable_check(l);
     /* closed meanwhile (by a fiber the turn ran, or from another thread,
      * handed to the loop): the hook that asked cannot go on */
     farce_loop_check_usable(l);

@@ -321,17 +321,16 @@ static inline void farce_loop_turn_check(farce_loop *l)
 }
 /* The same for a hook that has done its work and only returns (a transfer
  * that did not wait): the turn is owed, and given at the start of the
- * fiber's next hook (farce_loop_turn_owed), never here. A turn here would
+ * fiber's next hook (farce_loop_give_owed_turn), never here. A turn here would
  * let an exception reach the fiber after its bytes moved: Timeout,
  * Fiber#raise or a kill delivered in that turn lost what the read had read
  * (and a write that happened looked as if it had not). */
-void farce_loop_give_turn_done(farce_loop *l);
-static inline void farce_loop_turn_check_done(farce_loop *l)
+static inline void farce_loop_turn_check_after_transfer(farce_loop *l)
 {
     if (farce_turns_spent(&l->turns)) l->turns.owed = 1;
 }
 /* A hook about to do work: the turn an earlier transfer owes, first. */
-static inline void farce_loop_turn_owed(farce_loop *l)
+static inline void farce_loop_give_owed_turn(farce_loop *l)
 {
     if (RB_UNLIKELY(l->turns.owed)) farce_loop_give_turn(l);
 }

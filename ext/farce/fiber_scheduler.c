@@ -258,7 +258,7 @@ static VALUE run_rescued(VALUE self)
     return r;
 }
 
-static VALUE run_done(VALUE self)
+static VALUE run_ensure(VALUE self)
 {
     farce_sched *s = sched_of(self);
     if (live(s)) farce_loop_turn_ends(&s->loop); /* a stall in the last turn is reported */
@@ -279,7 +279,7 @@ static VALUE sched_run(VALUE self)
     }
     s->running = s->loop.running = 1;
     farce_stall_thread_changed(&s->loop.stall);
-    return rb_ensure(run_rescued, self, run_done, self);
+    return rb_ensure(run_rescued, self, run_ensure, self);
 }
 
 /* ---- construction and release --------------------------------------------- */
@@ -443,7 +443,7 @@ static VALUE start_body(VALUE p)
     return rb_fiber_resume(a->fiber, 0, NULL);
 }
 
-static VALUE start_done(VALUE p)
+static VALUE start_ensure(VALUE p)
 {
     struct start_args *a = (struct start_args *)p;
     a->s->turn_fiber = a->previous;
@@ -458,7 +458,7 @@ static VALUE sched_start(VALUE self, VALUE fiber)
     farce_sched *s = sched_of(self);
     struct start_args a = {s, fiber, s->turn_fiber};
     s->turn_fiber = fiber;
-    return rb_ensure(start_body, (VALUE)&a, start_done, (VALUE)&a);
+    return rb_ensure(start_body, (VALUE)&a, start_ensure, (VALUE)&a);
 }
 
 /* call-seq: __restore_errinfo(exception) -> nil

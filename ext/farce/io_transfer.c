@@ -369,7 +369,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
 VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, size_t offset, off_t from,
                         enum farce_direction direction)
 {
-    farce_loop_turn_owed(l); /* before any byte moves: an exception in the turn loses nothing */
+    farce_loop_give_owed_turn(l); /* before any byte moves: an exception in the turn loses nothing */
     int64_t turn = l->turns.started_ns;
     VALUE result = transfer(l, io, buffer, length_v, offset, from, direction);
     /* A transfer that never waits must not hold the loop (event_loop.c).
@@ -378,8 +378,8 @@ VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, s
      * and the clock read would be wasted; two of a ping-pong round trip's
      * four transfers park). A wait that did not park (ready at once, or
      * a blocking fiber) leaves the turn as it was: the check runs. The turn
-     * is owed, not given here (farce_loop_turn_check_done). */
-    if (l->turns.started_ns == turn) farce_loop_turn_check_done(l);
+     * is owed, not given here (farce_loop_turn_check_after_transfer). */
+    if (l->turns.started_ns == turn) farce_loop_turn_check_after_transfer(l);
     return result;
 }
 
