@@ -525,7 +525,7 @@ static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
     int64_t tmo = farce_timeout_ns(timeout);
     farce_fd_ent *f = farce_fd_table_entry(&s->loop.fds, s->loop.handle, s->loop.backend, io, fd);
     if (!f->pollable) return INT2NUM(ev);
-    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, tmo, FARCE_KNOWN_UNKNOWN);
+    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, tmo, FARCE_KNOWN_NOTHING);
     /* switched to by hand: report it ready, the caller's next call finds out */
     if (r == FARCE_RESUMED_ELSEWHERE) return INT2NUM(ev);
     /* closed while this fiber waited or sat ready in the loop's batch: the

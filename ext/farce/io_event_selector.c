@@ -466,7 +466,7 @@ static VALUE sel_io_wait(VALUE self, VALUE fiber, VALUE io, VALUE events)
         switch_queued(self, SWITCH_TO_LOOP, s->loop_fiber, 0, NULL);
         return INT2NUM(ev);
     }
-    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, -1, FARCE_KNOWN_UNKNOWN);
+    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, -1, FARCE_KNOWN_NOTHING);
     if (r == FARCE_RESUMED_ELSEWHERE) return Qfalse;
     /* Closed while this fiber waited (another fiber closed it before the
      * loop's select): what the kernel reported was the dead descriptor's

@@ -313,14 +313,14 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         if (!waited && f->pollable && (drained || f->blocking)) {
             if (drained) f->drained = 0;
             if (MAY_WAIT()) {
-                farce_loop_wait_fd(l, fd, events, -1, drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN);
+                farce_loop_wait_fd(l, fd, events, -1, drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_NOTHING);
                 waited = 1;
                 continue;
             }
             /* read_nonblock/write_nonblock: a drained stream is just tried;
              * a blocking descriptor only when it is ready now */
             if (f->blocking) {
-                if (farce_loop_wait_fd(l, fd, events, 0, FARCE_KNOWN_UNKNOWN) == 0) return INT2NUM(-EAGAIN);
+                if (farce_loop_wait_fd(l, fd, events, 0, FARCE_KNOWN_NOTHING) == 0) return INT2NUM(-EAGAIN);
                 waited = 1;
                 continue;
             }

@@ -30,7 +30,7 @@ static VALUE pidfd_wait_body(VALUE p)
 {
     struct pidfd_wait *w = (struct pidfd_wait *)p;
     for (;;) {
-        int64_t r = farce_loop_wait_fd(w->l, w->pidfd, RUBY_IO_READABLE, -1, FARCE_KNOWN_UNKNOWN);
+        int64_t r = farce_loop_wait_fd(w->l, w->pidfd, RUBY_IO_READABLE, -1, FARCE_KNOWN_NOTHING);
         if (r == FARCE_RESUMED_ELSEWHERE) return Qfalse;
         VALUE status = status_wait(w->pid, NUM2INT(w->flags) | WNOHANG);
         if (!NIL_P(status)) return status;

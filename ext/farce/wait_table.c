@@ -276,7 +276,7 @@ int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeo
      * rarely ready at once. Only waits without a timeout (its clock would
      * start late) and without a probe (UNKNOWN: io_wait asks the kernel
      * first). */
-    uint64_t token = timeout_ns < 0 && known != FARCE_KNOWN_UNKNOWN ? defer_wait(l, fd, events, known) : 0;
+    uint64_t token = timeout_ns < 0 && known != FARCE_KNOWN_NOTHING ? defer_wait(l, fd, events, known) : 0;
     VALUE ready = Qundef;
     if (!token) {
         int64_t r = farce_core_wait_fd(l->core, l->handle, fd, events, timeout_ns, known, &token);

@@ -246,15 +246,15 @@ func (s *Scheduler) prepareFD(fd int, events Events, known Readiness) (Events, e
 		return driver.Readable, nil
 	}
 	switch known {
-	case NotReady:
+	case KnownNotReady:
 		st.ready &^= events
 		st.notReady |= events
-	case Drained, Unknown:
+	case KnownDrained, KnownNothing:
 		if got := st.ready & events; got != 0 {
 			st.ready &^= got
 			return got, nil
 		}
-		if known == Unknown && st.notReady&events != events {
+		if known == KnownNothing && st.notReady&events != events {
 			got, hungUp, err := ProbeFD(fd, events)
 			if err != nil {
 				return 0, err
