@@ -285,7 +285,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         char *at = (char *)base + offset + total;
         farce_fd_ent *f = farce_fd_table_entry(&l->fds, l->handle, l->backend, io, fd);
         /* a call that may not wait (below) gets no operation that waits for data either */
-        if (!positional && reading && use_ops(l, f) && (f->async || f->drained) && MAY_WAIT()) op_next = 1;
+        if (!positional && reading && use_ops(l, f) && (f->read_with_op || f->drained) && MAY_WAIT()) op_next = 1;
         if (op_next) {
             op_next = 0;
             int64_t n = run_op(l, io, fd, buffer, direction, at, room, total);
@@ -302,7 +302,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
                 continue;
             }
             if (n == -EAGAIN || n == -EWOULDBLOCK) { /* no fast poll: wait for readiness */
-                if (reading) f->async = f->drained = 0;
+                if (reading) f->read_with_op = f->drained = 0;
                 farce_loop_wait_fd(l, fd, events, -1, FARCE_KNOWN_NOT_READY);
                 waited = 1;
                 continue;
@@ -335,7 +335,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
             total += (size_t)n;
             if (reading && !positional) {
                 f->drained = f->stream && (size_t)n < room;
-                f->async = 0;
+                f->read_with_op = 0;
             }
             if (total >= length) return SIZET2NUM(total);
             continue;
@@ -353,7 +353,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
             if (!MAY_WAIT()) return INT2NUM(-e);
             farce_loop_start(l, NULL); /* it must wait: the selector's lazy core is needed now, ops included */
             if (!positional && use_ops(l, f)) {
-                if (reading) f->async = 1;
+                if (reading) f->read_with_op = 1;
                 else op_next = 1;
                 continue;
             }
