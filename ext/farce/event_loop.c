@@ -83,7 +83,7 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     l->backend = ID2SYM(rb_intern(name));
     l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
     l->ops = farce_core_ops_supported(l->core, h);
-    if (l->ops) farce_op_pins_register(&l->pins, &l->waits, &l->nwaits, &l->ops_in_flight);
+    if (l->ops) farce_inflight_ops_register(&l->inflight_ops, &l->waits, &l->nwaits, &l->ops_in_flight);
     if (l->stall.threshold_ns > 0) farce_loop_watch_stalls(l, l->stall.threshold_ns); /* asked for before the start */
     RB_GC_GUARD(from_environment); /* backend points into it until here */
 }
@@ -181,12 +181,12 @@ void farce_loop_mark(farce_loop *l)
     for (long i = 0; i < l->nqueued_ops; i++) rb_gc_mark(l->queued_ops[i].io);
 }
 
-/* ---- completion operations' memory (the keeper: op_pins.c) ------------------- */
+/* ---- completion operations' memory (the keeper: inflight_ops.c) ------------------- */
 
 int farce_loop_drain_ops(farce_loop *l, int check_ints)
 {
     if (!l->ops || !l->handle || farce_loop_inert(l)) return 1;
-    return farce_op_pins_drain(l->core, l->handle, &l->wake_fd, check_ints) == 0;
+    return farce_inflight_ops_drain(l->core, l->handle, &l->wake_fd, check_ints) == 0;
 }
 
 void farce_loop_stop_ops(farce_loop *l)
@@ -202,10 +202,10 @@ void farce_loop_stop_ops(farce_loop *l)
  * in flight (the keeper marks its pins), go to the orphans. */
 static void loop_orphan(farce_loop *l)
 {
-    farce_op_pins_unregister(&l->pins);
+    farce_inflight_ops_unregister(&l->inflight_ops);
     if (!l->handle || farce_loop_inert(l)) return;
     int moves = l->ops_in_flight > 0; /* the table goes with it */
-    if (farce_op_pins_orphan(l->core, l->handle, l->fork_generation, l->wake_fd, moves ? l->waits : NULL,
+    if (farce_inflight_ops_orphan(l->core, l->handle, l->fork_generation, l->wake_fd, moves ? l->waits : NULL,
                              moves ? l->nwaits : 0) != 0) {
         /* out of memory in a free function: leak the handle, and the
          * table if the kernel still uses its buffers (never a free) */

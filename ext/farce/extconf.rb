@@ -139,7 +139,7 @@ have_func("rb_fiber_raise", "ruby.h")
 have_func("rb_io_descriptor", "ruby/io.h") # 3.1+: Ruby 3.3 deprecates rb_io_t's fd field
 $CFLAGS << " -std=gnu11 -Wall -Wno-unused-parameter"
 $srcs = %w[extension.c fiber_scheduler.c io_event_selector.c event_loop.c wait_table.c io_transfer.c
-           process_wait.c fd_table.c positional_io.c core_door.c core_loader.c op_pins.c stall.c
+           process_wait.c fd_table.c positional_io.c core_door.c core_loader.c inflight_ops.c stall.c
            io_transfer_v4.c buffer_lock.c]
 create_makefile("farce/farce_ext")
 

@@ -246,7 +246,7 @@ static VALUE run_loop(VALUE self)
 
 /* run ended by an exception: nobody reaps the completion operations in
  * flight until the next run, and the scheduler may be dropped meanwhile
- * (op_pins.c) */
+ * (inflight_ops.c) */
 static VALUE run_rescued(VALUE self)
 {
     int state = 0;
@@ -342,7 +342,7 @@ static VALUE sched_parked_fibers(VALUE self)
  * One iteration of the loop, without waiting in the kernel, between rounds
  * of unwinding: completion operations are cancelled and drained first, so
  * that the fibers parked on them (which leave only once the kernel let go
- * of their buffers, op_pins.c) are resumed with their completions here and
+ * of their buffers, inflight_ops.c) are resumed with their completions here and
  * finish unwinding. A resumed fiber's exception propagates. */
 static VALUE sched_unwind_turn(VALUE self)
 {

@@ -138,7 +138,7 @@ int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind
  *                may the caller's frame (and so the buffer) go away.
  * The fiber never leaves before "reaped"; a switch to it from anyone but the
  * loop parks it again. If the loop is released meanwhile, the release
- * drains every operation before it forgets the waits (op_pins.c), and this
+ * drains every operation before it forgets the waits (inflight_ops.c), and this
  * fiber is never resumed.
  *
  * The held jump need not be an exception: Fiber#kill (Ruby 3.3+) unwinds
