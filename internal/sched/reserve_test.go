@@ -11,6 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Reserved is how many reserved slots are neither bound nor cancelled
+// (tests only: the extension never asks).
+func (s *Scheduler) Reserved() int { return s.reserved }
+
 func (h *harness) reserve() Token {
 	h.t.Helper()
 	tok, err := h.s.Reserve()

@@ -458,10 +458,6 @@ func (s *Scheduler) blockFor(now int64) time.Duration {
 	return time.Duration(s.slots.slots[i].deadline - now)
 }
 
-// EventBuffer is where the driver's Wait stores events between BeginPoll
-// and EndPoll.
-func (s *Scheduler) EventBuffer() []driver.Event { return s.events }
-
 // EndPoll applies the events the driver returned, the operations it
 // completed, and fires timers that became due while it blocked.
 func (s *Scheduler) EndPoll(events []driver.Event) {

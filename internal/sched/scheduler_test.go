@@ -20,6 +20,10 @@ const (
 	H = driver.Hangup
 )
 
+// EventBuffer is where the driver's Wait stores events between BeginPoll
+// and EndPoll, for a test that drives a poll by hand (Poll uses it itself).
+func (s *Scheduler) EventBuffer() []driver.Event { return s.events }
+
 type harness struct {
 	t     *testing.T
 	s     *Scheduler
