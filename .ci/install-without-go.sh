@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-without-go.sh - `gem install farce` on a machine state without Go:
 # the install succeeds, says why the native core was not built, and farce runs
-# on its pure-Ruby core (backend :ruby); with FARCE_REQUIRE_NATIVE=1 the
+# on its pure-Ruby loop (backend :ruby); with FARCE_REQUIRE_NATIVE=1 the
 # install fails, naming what is missing.
 #
 # Go is hidden, not uninstalled: the script re-runs itself in a private mount
@@ -41,10 +41,10 @@ fi
 log=$(find "$work/gems/extensions" -name gem_make.out | head -1)
 [ -n "$log" ] || fail "no gem_make.out"
 grep -q "native core was not built when the gem was installed: no Go toolchain found" "$log" || { cat "$log"; fail "no message saying why"; }
-[ "$(grep -c "farce will run on its pure-Ruby core" "$log")" = 1 ] || { cat "$log"; fail "the message is not said exactly once"; }
+[ "$(grep -c "farce will run on its pure-Ruby loop" "$log")" = 1 ] || { cat "$log"; fail "the message is not said exactly once"; }
 grep -B1 -A3 "native core was not built" "$log"
 
-echo "==== farce runs on the Ruby core"
+echo "==== farce runs on the Ruby loop"
 out=$(cd "$work" && env -u FARCE_BACKEND -u FARCE_REQUIRE_NATIVE GEM_HOME="$work/gems" ruby -e '
   require "farce"
   p Farce.run { Farce::Scheduler.new.backend }
@@ -53,11 +53,11 @@ out=$(cd "$work" && env -u FARCE_BACKEND -u FARCE_REQUIRE_NATIVE GEM_HOME="$work
   puts Gem.loaded_specs["farce"].full_gem_path')
 echo "$out"
 [ "$(echo "$out" | sed -n 1p)" = ":ruby" ] || fail "Farce::Scheduler.new.backend is not :ruby"
-[ "$(echo "$out" | sed -n 2p)" = '[:ruby, "ok"]' ] || fail "a fiber did not run on the Ruby core"
+[ "$(echo "$out" | sed -n 2p)" = '[:ruby, "ok"]' ] || fail "a fiber did not run on the Ruby loop"
 echo "$out" | sed -n 3p | grep -q "no Go toolchain found" || fail "fallback_reason does not say why"
 echo "$out" | sed -n 4p | grep -q "^$work/gems" || fail "farce was not loaded from the installed gem"
 
-echo "==== FARCE_REQUIRE_NATIVE=1 at run time refuses the Ruby core"
+echo "==== FARCE_REQUIRE_NATIVE=1 at run time refuses the Ruby loop"
 if out=$(cd "$work" && env -u FARCE_BACKEND FARCE_REQUIRE_NATIVE=1 GEM_HOME="$work/gems" ruby -e 'require "farce"; Farce::Scheduler.new' 2>&1); then
   fail "Farce::Scheduler.new succeeded with FARCE_REQUIRE_NATIVE=1"
 fi
@@ -72,7 +72,7 @@ fi
 grep -q "no Go toolchain found" "$work/install2.log" || { cat "$work/install2.log"; fail "the failure does not name the missing Go"; }
 grep -m1 -A1 "cannot build farce's native core" "$work/install2.log"
 
-echo "==== a Go core that fails to build: the install succeeds on the Ruby core and shows the error"
+echo "==== a Go core that fails to build: the install succeeds on the Ruby loop and shows the error"
 mkdir -p "$work/fakego"
 cat >"$work/fakego/go" <<'GO'
 #!/bin/sh
@@ -86,7 +86,7 @@ if ! PATH="$work/fakego:$PATH" GEM_HOME="$work/gems3" gem install --local --no-d
 fi
 out=$(cd "$work" && env -u FARCE_BACKEND GEM_HOME="$work/gems3" ruby -e 'require "farce"; s = Farce::Scheduler.new; p s.backend; puts s.fallback_reason' 2>/dev/null)
 echo "$out" | head -3
-[ "$(echo "$out" | sed -n 1p)" = ":ruby" ] || fail "not on the Ruby core after a failed build"
+[ "$(echo "$out" | sed -n 1p)" = ":ruby" ] || fail "not on the Ruby loop after a failed build"
 echo "$out" | grep -q "a build error made up by install-without-go.sh" || fail "fallback_reason does not show the build error"
 
 echo "install-without-go: ok"

@@ -42,7 +42,7 @@ SELECTORS = %w[Farce EPoll].freeze
 SID_ROOT = ENV.fetch("SID_ROOT", "/opt/rubies/sid")
 PERF = ENV["BENCH_PERF"] != "0" && system("perf --version", out: File::NULL, err: File::NULL)
 # perf's shared-object names, grouped into the parts the report shows
-PERF_PARTS = { "selector" => /\A(libfarce_core\.so|farce_shim\.so|IO_Event\.so)\z/, "Ruby VM" => /\Alibruby/,
+PERF_PARTS = { "selector" => /\A(libfarce_core\.so|farce_ext\.so|IO_Event\.so)\z/, "Ruby VM" => /\Alibruby/,
                "kernel" => /\A\[kernel/, "libc" => /\Alibc\.so/ }.freeze
 WORKLOADS = [["ping-pong, 1 pair", "pingpong", "pairs=1"], ["ping-pong, 100 pairs", "pingpong", "pairs=100"],
              ["Queue hand-off", "queue"]].freeze

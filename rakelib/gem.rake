@@ -13,7 +13,7 @@
 #
 # A new Ruby release joins NATIVE_RUBIES (and RELEASES in .ci/ruby-build,
 # RUBY_LEGS in rakelib/rubies.rb): the gem carries one extension per Ruby
-# minor version, and a Ruby it has none for runs the pure-Ruby core, saying
+# minor version, and a Ruby it has none for runs the pure-Ruby loop, saying
 # the source gem compiles for it.
 require "rubygems/package"
 require_relative "rubies"
@@ -59,8 +59,8 @@ namespace :gem do
         # the chroot), not linked to Debian's libruby-X.Y.so by name (the
         # built Rubies link libruby statically: there is none to name).
         sh("env", "FARCE_LINK_LIBRUBY=0", *ruby_runner(v), "rake", "compile")
-        shim = File.join("lib", "farce", v, "farce_shim.so")
-        raise "#{shim} still needs libruby" if IO.popen(["objdump", "-p", shim], &:read).match?(/NEEDED\s+libruby/)
+        extension = File.join("lib", "farce", v, "farce_ext.so")
+        raise "#{extension} still needs libruby" if IO.popen(["objdump", "-p", extension], &:read).match?(/NEEDED\s+libruby/)
       end
       # One Go core for all: the host's build, linked against the oldest glibc
       # here (Debian 12's), which sets the gem's glibc floor.
@@ -71,7 +71,7 @@ namespace :gem do
       spec.platform = Gem::Platform.new(NATIVE_PLATFORM)
       spec.extensions = []
       spec.files = spec.files.reject { |f| f.start_with?("ext/", "internal/", "vendor/") || f.start_with?("go.") }
-      spec.files += NATIVE_RUBIES.flat_map { |v| %w[farce_shim.so libfarce_core.so].map { |f| "lib/farce/#{v}/#{f}" } }
+      spec.files += NATIVE_RUBIES.flat_map { |v| %w[farce_ext.so libfarce_core.so].map { |f| "lib/farce/#{v}/#{f}" } }
       spec.description = spec.description.sub(/This\s+source gem.*\z/m,
                                               "This gem is precompiled for x86_64 Linux (glibc) and Ruby " \
                                               "#{NATIVE_RUBIES.join(', ')}; other Rubies need the source gem.\n")

@@ -61,7 +61,7 @@ namespace :gem do
         end
         out = File.join(stage, "lib", "farce", v)
         FileUtils.mkdir_p(out)
-        %w[farce_shim.so libfarce_core.so].each do |f|
+        %w[farce_ext.so libfarce_core.so].each do |f|
           file = File.join(build, f)
           header = File.binread(file, 20)
           # ELF e_machine 183 (EM_AARCH64) at offset 18, little-endian
@@ -69,8 +69,8 @@ namespace :gem do
 
           FileUtils.cp(file, out)
         end
-        needed = IO.popen(["aarch64-linux-gnu-objdump", "-p", File.join(out, "farce_shim.so")], &:read)
-        raise "#{out}/farce_shim.so still needs libruby" if needed.match?(/NEEDED\s+libruby/)
+        needed = IO.popen(["aarch64-linux-gnu-objdump", "-p", File.join(out, "farce_ext.so")], &:read)
+        raise "#{out}/farce_ext.so still needs libruby" if needed.match?(/NEEDED\s+libruby/)
       end
       # One Go core for all, as for x86_64 (each build made the same one).
       first = File.join(stage, "lib", "farce", AARCH64_RUBIES.keys.first, "libfarce_core.so")
@@ -80,7 +80,7 @@ namespace :gem do
       spec.platform = Gem::Platform.new(AARCH64_PLATFORM)
       spec.extensions = []
       spec.files = spec.files.reject { |f| f.start_with?("ext/", "internal/", "vendor/") || f.start_with?("go.") }
-      binaries = AARCH64_RUBIES.keys.flat_map { |v| %w[farce_shim.so libfarce_core.so].map { |f| "lib/farce/#{v}/#{f}" } }
+      binaries = AARCH64_RUBIES.keys.flat_map { |v| %w[farce_ext.so libfarce_core.so].map { |f| "lib/farce/#{v}/#{f}" } }
       spec.description = spec.description.sub(/This\s+source gem.*\z/m,
                                               "This gem is precompiled for aarch64 Linux (glibc) and Ruby " \
                                               "#{AARCH64_RUBIES.keys.join(', ')}; other Rubies need the source gem.\n")

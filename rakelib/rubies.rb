@@ -13,7 +13,7 @@ RUBY_BUILD = File.join(ROOT, ".ci", "ruby-build")
 RUBY_LEGS = %w[3.1 3.2 3.3 3.4 4.0 4.1].freeze
 
 # The backends each leg runs the minitest suite on ("all": every backend
-# this kernel offers); the Ruby core ("ruby") runs on every leg. 3.1 runs
+# this kernel offers); the Ruby loop ("ruby") runs on every leg. 3.1 runs
 # every backend in `rake test` already; 3.4 (Debian's newest) and 4.0 (the
 # current release) run them all here. The others run the default backend
 # (io_uring where the kernel has it): the backends differ in Go and in the
@@ -46,7 +46,7 @@ def ruby_unavailable(version)
   out.lines.grep(/\Aruby-build: no Ruby/).last&.sub("ruby-build: ", "")&.strip || "ruby-build #{version} failed"
 end
 
-# The minitest backends of one leg (see RUBY_LEG_BACKENDS), the Ruby core last.
+# The minitest backends of one leg (see RUBY_LEG_BACKENDS), the Ruby loop last.
 def leg_backends(version, runner)
   chosen = ENV["RUBIES_BACKENDS"] == "all" ? "all" : RUBY_LEG_BACKENDS.fetch(version, %w[auto])
   chosen = offered_backends(runner) - ["ruby"] if chosen == "all"
@@ -64,14 +64,14 @@ end
 
 # A leg's summary lines with each skip said once (a test skips the same way
 # on several backends), and the skips that come with a backend by design
-# (the Ruby core has no Go; io_uring-only tests elsewhere) counted, not listed.
-BY_DESIGN_SKIP = /: (the Ruby core \(FARCE_BACKEND=ruby\)|none of \[)/
+# (the Ruby loop has no Go; io_uring-only tests elsewhere) counted, not listed.
+BY_DESIGN_SKIP = /: (the Ruby loop \(FARCE_BACKEND=ruby\)|none of \[)/
 
 def summarize_skips(lines)
   skips = lines.grep(/\A  skip /).uniq
   by_design, other = skips.partition { |l| l.match?(BY_DESIGN_SKIP) }
   kept = lines.grep_v(/\A  skip /)
   kept += ["skipped (each once, on any of the runs above):", *other] unless other.empty?
-  kept << "  (#{by_design.size} more skips belong to a backend: the Ruby core has no Go, some tests are io_uring's)" unless by_design.empty?
+  kept << "  (#{by_design.size} more skips belong to a backend: the Ruby loop has no Go, some tests are io_uring's)" unless by_design.empty?
   kept
 end

@@ -6,7 +6,7 @@
 # Ruby's test/fiber and test harness from its own source, builds farce for
 # it, and runs the suite (test/ruby_fiber/run.rb, with the adapter
 # test/ruby_fiber/scheduler.rb standing in for the reference scheduler)
-# once per backend the built core offers, plus `ruby` (the pure-Ruby core).
+# once per backend the built core offers, plus `ruby` (the pure-Ruby loop).
 #
 #   3.1            the host's Ruby; source: Debian's ruby3.1 (apt-get source)
 #   3.3, 3.4       the sid chroot (.ci/sid-run); source: Debian's ruby3.3/ruby3.4
@@ -142,11 +142,11 @@ def ruby_fiber_compile(ruby)
   build = File.join(ROOT, "tmp", "build-#{abi}")
   FileUtils.mkdir_p(build)
   sh(*ruby, File.join(ROOT, "ext", "farce", "extconf.rb"), chdir: build)
-  FileUtils.rm_f(File.join(build, "farce_shim.so"))
+  FileUtils.rm_f(File.join(build, "farce_ext.so"))
   sh("make", "-j2", chdir: build)
   target = File.join(ROOT, "lib", "farce", abi)
   FileUtils.mkdir_p(target)
-  %w[farce_shim.so libfarce_core.so].each { |f| FileUtils.cp(File.join(build, f), target) }
+  %w[farce_ext.so libfarce_core.so].each { |f| FileUtils.cp(File.join(build, f), target) }
 end
 
 # The backends the core built for that Ruby offers, and :ruby.
@@ -211,7 +211,7 @@ def with_busy_siblings(count)
 end
 
 namespace :test do
-  desc "Ruby's own test/fiber against farce, each Ruby (RUBIES) x each backend + the Ruby core"
+  desc "Ruby's own test/fiber against farce, each Ruby (RUBIES) x each backend + the Ruby loop"
   task :ruby_fiber do
     rubies = ENV["RUBY"] ? ["(RUBY)"] : ENV.fetch("RUBIES", RUBY_FIBER_RUBIES.join(" ")).split
     strict = ENV["RUBY_FIBER_STRICT"] == "1" || ENV["FARCE_RUBIES_REQUIRED"] == "1"

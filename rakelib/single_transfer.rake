@@ -33,7 +33,7 @@ namespace :test do
     target = File.join(lib, "farce", RUBY_ABI)
     FileUtils.rm_rf(target)
     FileUtils.mkdir_p(target)
-    %w[farce_shim.so libfarce_core.so].each { |f| FileUtils.cp(File.join(build, f), target) }
+    %w[farce_ext.so libfarce_core.so].each { |f| FileUtils.cp(File.join(build, f), target) }
     sh RbConfig.ruby, "-I", lib, "-I", File.join(ROOT, "test"), File.join(ROOT, "test", "single_transfer_build_check.rb")
   end
 

@@ -17,7 +17,7 @@ SUITE_TIMEOUT = Integer(ENV.fetch("TEST_TIMEOUT", "900"))
 # runner: a command prefix (ruby_runner) to ask another Ruby's build.
 def offered_backends(runner = [])
   probe = <<~RUBY
-    names = Farce.backends - [:auto] + [:ruby] # :ruby, the pure-Ruby core, runs everywhere
+    names = Farce.backends - [:auto] + [:ruby] # :ruby, the pure-Ruby loop, runs everywhere
     puts names.select { |name|
       begin
         Farce::Scheduler.new(backend: name).close
@@ -104,7 +104,7 @@ namespace :test do
   end
 
   # On one Ruby of the matrix: build; minitest on the backends RUBY_LEG_BACKENDS
-  # names and on the Ruby core; Async on farce's io-event selector where
+  # names and on the Ruby loop; Async on farce's io-event selector where
   # Debian's Async and io-event load; RSpec. Returns what ran, for the summary.
   # Every suite of the leg runs even when one fails; the failures are
   # raised together at the end, after what passed was recorded in `results`.
@@ -120,8 +120,8 @@ namespace :test do
       results << "FAILED: #{e.message}"
     end
     leg_backends(version, runner).each do |backend|
-      label = "Ruby #{version} test/ on #{backend == 'ruby' ? 'the Ruby core' : backend}"
-      # the pure-Ruby core keeps the same expectations on every Ruby
+      label = "Ruby #{version} test/ on #{backend == 'ruby' ? 'the Ruby loop' : backend}"
+      # the pure-Ruby loop keeps the same expectations on every Ruby
       # -v: minitest names each skipped test and its reason (for the summary)
       suite.call do
         results.concat(run_minitest([*runner, "env", "FARCE_BACKEND=#{backend}", "ruby", "-Ilib", "-Itest", "-e", main, "--", "-v"],

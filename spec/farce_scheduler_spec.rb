@@ -9,7 +9,7 @@ require "farce"
 FARCE_PENDING = {}.freeze
 
 # io_uring is in the list only where this kernel lets us set up a ring;
-# :ruby (farce's pure-Ruby core) runs everywhere.
+# :ruby (farce's pure-Ruby loop) runs everywhere.
 FARCE_BACKENDS = %i[io_uring epoll poll ruby].select do |backend|
   Farce::Scheduler.new(backend: backend).close
   true
@@ -27,7 +27,7 @@ RSpec.describe Farce::Scheduler do
         scheduler = described_class.new(backend: backend)
         expect(scheduler.backend).to eq(backend)
         if backend == :ruby
-          expect(scheduler.fallback_reason).to match(/asked for the Ruby core/) # why it is not native
+          expect(scheduler.fallback_reason).to match(/asked for the Ruby loop/) # why it is not native
         else
           expect(scheduler.fallback_reason).to be_nil
         end

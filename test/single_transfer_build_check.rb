@@ -26,7 +26,7 @@ class SingleTransferBuildCheck < Minitest::Test
     assert_equal 4, Farce::Scheduler.instance_method(:io_write).arity
     assert_equal 5, Farce::IOEventSelector.instance_method(:io_read).arity
     assert_equal 6, Farce::IOEventSelector.instance_method(:io_pread).arity
-    assert Farce::RubyCore::SINGLE_TRANSFER, "the Ruby core follows the build"
+    assert Farce::RubyLoop::SINGLE_TRANSFER, "the Ruby loop follows the build"
   end
 
   def test_scheduler_hooks_on_every_backend

@@ -84,7 +84,7 @@ class TestBufferLocks < Minitest::Test
   # cancelled it, and no longer.
   def test_completion_operation_holds_until_reaped
     skip_on_single_transfer_hooks
-    skip_on_ruby_core("has no completion operations")
+    skip_on_ruby_loop("has no completion operations")
     skip "needs io_uring (FARCE_BACKEND=io_uring or auto)" unless %i[auto io_uring].include?(backend) && backend_available?(:io_uring)
     held_while_parked = nil
     buffer, raised = read_interrupted do |reader, buf|

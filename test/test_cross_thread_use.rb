@@ -103,7 +103,7 @@ class TestCrossThreadUse < Minitest::Test
 
   # Queue and Mutex list a fiber as waiting
   # before they call the scheduler's `block`; a Ruby frame in between (a
-  # subclass calling super, or the Ruby core's hooks once installed) lets
+  # subclass calling super, or the Ruby loop's hooks once installed) lets
   # another thread run there and `unblock` the fiber before the core knows
   # it blocked. That wakeup must not be lost (the fiber would wait forever).
   def test_unblock_from_another_thread_before_block_is_not_lost

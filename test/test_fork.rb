@@ -7,7 +7,7 @@ require "tmpdir"
 # that the test process's own Go runtime does not interfere.
 class TestFork < Minitest::Test
   def test_require_starts_no_go_runtime_and_no_thread
-    skip_on_ruby_core "never loads the Go library"
+    skip_on_ruby_loop "never loads the Go library"
     out, status = ruby_subprocess(<<~RUBY)
       threads_before = Dir.children("/proc/self/task").size
       require "farce"
@@ -45,7 +45,7 @@ class TestFork < Minitest::Test
   WORKLOAD = File.expand_path("support/fork_workload.rb", __dir__)
 
   def test_child_of_a_started_runtime_gets_an_inert_inherited_scheduler_and_a_fresh_core
-    skip_on_ruby_core "starts no Go runtime (test_ruby_core.rb covers its fork)"
+    skip_on_ruby_loop "starts no Go runtime (test_ruby_loop.rb covers its fork)"
     out, status = ruby_subprocess(child_script("fork_inert_inherited_scheduler"), timeout: 30)
     assert status.success?, out
     assert_match(/closed=true/, out)
@@ -62,7 +62,7 @@ class TestFork < Minitest::Test
   # The issue's acceptance test: a parent that ran Farce.run, then 100
   # children (10 at a time) each running the whole workload on its own copy.
   def test_hundred_children_of_a_started_runtime_run_the_fiber_workload
-    skip_on_ruby_core "loads no copies of the Go core"
+    skip_on_ruby_loop "loads no copies of the Go core"
     out, status = ruby_subprocess(child_script("fork_hundred_children", WORKLOAD: WORKLOAD), timeout: 300)
     assert status.success?, out
     assert_match(%r{children ok: 100/100}, out)
@@ -71,7 +71,7 @@ class TestFork < Minitest::Test
   # Each generation forks the next after running the workload itself, and
   # each loads its own copy of the core.
   def test_grandchildren_three_generations_deep_run_the_fiber_workload
-    skip_on_ruby_core "loads no copies of the Go core"
+    skip_on_ruby_loop "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 120)
       require #{WORKLOAD.inspect}
       def generation(depth, fanout)
@@ -105,7 +105,7 @@ class TestFork < Minitest::Test
   # scheduler is removed (lib/farce/fork.rb), so its code does plain blocking
   # I/O, and Farce.run in it gets a fresh core. With and without a block.
   def test_child_forked_inside_a_fiber_does_plain_io_and_can_run_farce_again
-    skip_on_ruby_core "loads no copies of the Go core"
+    skip_on_ruby_loop "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 60)
       require "farce"
       r, w = IO.pipe
@@ -147,7 +147,7 @@ class TestFork < Minitest::Test
   # and the thread must still take Thread#raise afterwards (the handlers'
   # sa_mask is cleared after each copy starts; docs/cgo-hazards.md).
   def test_stack_overflow_in_a_grandchild_is_still_a_system_stack_error
-    skip_on_ruby_core "loads no copies of the Go core"
+    skip_on_ruby_loop "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 60)
       require "farce"
       def deep(n) = deep(n + 1) + 1
@@ -186,7 +186,7 @@ class TestFork < Minitest::Test
   # close-on-exec descriptor; a child whose program closed that descriptor
   # makes its own copy.
   def test_siblings_share_the_copy_their_parent_prepared
-    skip_on_ruby_core "loads no copies of the Go core"
+    skip_on_ruby_loop "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 60)
       require "farce"
       def memfds = Dir.children("/proc/self/fd").select { |f| (File.readlink("/proc/self/fd/\#{f}") rescue "").include?("farce-core") }
@@ -228,7 +228,7 @@ class TestFork < Minitest::Test
   # parent's (dead) one loaded under the same "/proc/self/fd/N". Nothing here
   # opens descriptors between generations, so the numbers repeat.
   def test_each_generation_maps_its_own_copy_even_when_descriptor_numbers_repeat
-    skip_on_ruby_core "loads no copies of the Go core"
+    skip_on_ruby_loop "loads no copies of the Go core"
     out, status = ruby_subprocess(<<~RUBY, timeout: 60)
       require "farce"
       def copies = File.read("/proc/self/maps").lines.grep(/libfarce_core|farce-core/).map { |l| l.split[5..].join(" ") }.uniq
@@ -254,7 +254,7 @@ class TestFork < Minitest::Test
   # then a storm of mixed signals from the parent, and the child still
   # answers TERM. A hang fails on the subprocess timeout.
   def test_signal_storm_in_a_child_runs_every_trap
-    skip_on_ruby_core "loads no copies of the Go core"
+    skip_on_ruby_loop "loads no copies of the Go core"
     out, status = ruby_subprocess(child_script("fork_signal_storm_in_a_child", WORKLOAD: WORKLOAD), timeout: 120)
     assert status.success?, out
     assert_match(/ready=ready/, out)
@@ -266,7 +266,7 @@ class TestFork < Minitest::Test
   # A refused memfd (FARCE_CORE_COPY=tmpfile skips it, as vm.memfd_noexec=2
   # or a seccomp filter would): the unlinked private copy, nothing left on disk.
   def test_refused_memfd_falls_back_to_an_unlinked_copy
-    skip_on_ruby_core "loads no copies of the Go core"
+    skip_on_ruby_loop "loads no copies of the Go core"
     Dir.mktmpdir("farce-copy") do |dir|
       env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => "/nonexistent-farce:#{dir}" }
       out, status = ruby_subprocess(<<~RUBY, timeout: 60, env: env)
@@ -296,7 +296,7 @@ class TestFork < Minitest::Test
   # mount namespace; needs root, as CI has) refuses the mapping, the next
   # directory takes the copy; with the noexec one alone, the error names it.
   def test_noexec_directory_is_refused_and_the_next_one_used
-    skip_on_ruby_core "loads no copies of the Go core"
+    skip_on_ruby_loop "loads no copies of the Go core"
     skip "needs root to mount a noexec tmpfs" unless Process.uid.zero? && system("unshare -m true 2>/dev/null")
     Dir.mktmpdir("farce-noexec") do |noexec|
       Dir.mktmpdir("farce-exec") do |exec_dir|
@@ -336,9 +336,9 @@ class TestFork < Minitest::Test
   # Nowhere to put a copy: Farce::Error names every place and its reason and
   # says how to fix it; the inherited scheduler stays inert.
   def test_refused_everywhere_raises_naming_every_reason
-    skip_on_ruby_core "loads no copies of the Go core"
+    skip_on_ruby_loop "loads no copies of the Go core"
     begin
-      # FARCE_REQUIRE_NATIVE: raise rather than fall back to the Ruby core
+      # FARCE_REQUIRE_NATIVE: raise rather than fall back to the Ruby loop
       env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => "/nonexistent-farce:/proc",
               "FARCE_REQUIRE_NATIVE" => "1" }
       out, status = ruby_subprocess(<<~RUBY, timeout: 60, env: env)
@@ -373,10 +373,10 @@ class TestFork < Minitest::Test
   end
 
   # Without FARCE_REQUIRE_NATIVE, :auto in a child whose reload is refused
-  # runs on the pure-Ruby core, says so once on stderr, and fallback_reason
+  # runs on the pure-Ruby loop, says so once on stderr, and fallback_reason
   # carries the loader's list of refusals.
-  def test_refused_everywhere_falls_back_to_the_ruby_core_for_auto
-    skip_on_ruby_core "loads no copies of the Go core"
+  def test_refused_everywhere_falls_back_to_the_ruby_loop_for_auto
+    skip_on_ruby_loop "loads no copies of the Go core"
     # :auto (FARCE_BACKEND unset): a named backend would raise instead
     env = { "FARCE_CORE_COPY" => "tmpfile", "FARCE_CORE_COPY_DIRS" => "/nonexistent-farce", "FARCE_BACKEND" => nil }
     out, status = ruby_subprocess(<<~RUBY, timeout: 60, env: env)
@@ -394,7 +394,7 @@ class TestFork < Minitest::Test
     assert status.success?, out
     assert_match(%r{^backend=ruby reason=.*refused everywhere.*/nonexistent-farce: cannot create a file}, out)
     assert_match(/^run=ok$/, out)
-    assert_equal 1, out.scan("running on the pure-Ruby core").size, out
+    assert_equal 1, out.scan("running on the pure-Ruby loop").size, out
     assert_match(/child exit 0/, out)
   end
 end

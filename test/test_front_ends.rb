@@ -3,7 +3,7 @@
 require_relative "test_helper"
 
 # One table of read/write/wait cases, run through both Ruby front ends of
-# the loop core, Farce::Scheduler (fibers resumed by `run`) and
+# the loop, Farce::Scheduler (fibers resumed by `run`) and
 # Farce::IOEventSelector (fibers transferred to by `select`, used here
 # directly, without Async), expecting the same outcome from each. On
 # io_uring, reads that must wait go through completion operations in both,

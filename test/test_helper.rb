@@ -15,15 +15,15 @@ module FarceTestHelper
     (ENV["FARCE_BACKEND"] || "auto").to_sym
   end
 
-  # FARCE_BACKEND=ruby: the suite runs on farce's pure-Ruby core.
-  def ruby_core?
+  # FARCE_BACKEND=ruby: the suite runs on farce's pure-Ruby loop.
+  def ruby_loop?
     backend == :ruby
   end
 
   # For tests about the Go core itself (its runtime, goroutines, fork
-  # rules, io_uring): the Ruby core has none of it.
-  def skip_on_ruby_core(why)
-    skip "the Ruby core (FARCE_BACKEND=ruby) #{why}" if ruby_core?
+  # rules, io_uring): the Ruby loop has none of it.
+  def skip_on_ruby_loop(why)
+    skip "the Ruby loop (FARCE_BACKEND=ruby) #{why}" if ruby_loop?
   end
 
   # The backends a test that covers several runs on: the one FARCE_BACKEND

@@ -12,7 +12,7 @@ class TestNonblockingCallers < Minitest::Test
   include FarceTestHelper
 
   def test_read_nonblock_through_a_ruby_io_read_answers_at_once
-    skip_on_ruby_core("routes io_read in Ruby: no frame search")
+    skip_on_ruby_loop("routes io_read in Ruby: no frame search")
     out, status = ruby_subprocess(<<~RUBY, timeout: 20) # a parked fiber: the child hangs
       require "farce"
       $stdout.sync = true

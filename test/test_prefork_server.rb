@@ -12,7 +12,7 @@ class TestPreforkServer < Minitest::Test
   WARMUP = 20
 
   def setup
-    skip_on_ruby_core "forks workers that each load a fresh copy of the Go core"
+    skip_on_ruby_loop "forks workers that each load a fresh copy of the Go core"
     skip "wrk is not installed" unless system("command -v wrk > /dev/null")
   end
 

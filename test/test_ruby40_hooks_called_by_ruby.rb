@@ -115,7 +115,7 @@ class TestRuby40HooksCalledByRuby < Minitest::Test
   end
 
   # Ruby 4.0 flushes a write buffer through io_write, in the writing fiber,
-  # holding the IO's write lock: the Ruby core's write_nonblock on that IO
+  # holding the IO's write lock: the Ruby loop's write_nonblock on that IO
   # deadlocked on the lock (it flushes the buffer first). The bytes arrive
   # once each, in order, on every backend; on 4.0 the spy sees the flush.
   def test_a_buffered_write_is_flushed_through_io_write
@@ -149,7 +149,7 @@ class TestRuby40HooksCalledByRuby < Minitest::Test
   end
 
   # The plain case: two buffered writes, then IO#flush (before the fix the
-  # Ruby core's flush hung here: the syscall fiber waited for the lock).
+  # Ruby loop's flush hung here: the syscall fiber waited for the lock).
   def test_flush_of_buffered_writes_reaches_the_reader
     got = nil
     writer_error = nil

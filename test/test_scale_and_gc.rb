@@ -114,7 +114,7 @@ class TestScaleAndGC < Minitest::Test
   end
 
   def test_go_runtime_threads_and_goroutines_stay_bounded
-    skip_on_ruby_core "has no Go runtime threads or goroutines"
+    skip_on_ruby_loop "has no Go runtime threads or goroutines"
     farce do
       1000.times { Fiber.schedule { sleep 0.001 } }
     end

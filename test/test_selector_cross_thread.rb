@@ -38,7 +38,7 @@ class TestSelectorCrossThread < Minitest::Test
   end
 
   def setup
-    skip_on_ruby_core("has no io-event selector: the selector is the native core's only")
+    skip_on_ruby_loop("has no io-event selector: the selector is the native core's only")
     @loop = Fiber.current
     @selector = Farce::IOEventSelector.new(@loop)
   end

@@ -17,7 +17,7 @@ require_relative "test_helper"
 #   IOError, as URing's EBADF and farce's io_read do.
 class TestSelectorWaitAndClose < Minitest::Test
   def setup
-    skip_on_ruby_core("has no io-event selector: the selector is the native core's only")
+    skip_on_ruby_loop("has no io-event selector: the selector is the native core's only")
     @loop = Fiber.current
     @selector = Farce::IOEventSelector.new(@loop)
     @local, @remote = UNIXSocket.pair

@@ -122,7 +122,7 @@ class TestSingleTransferHooks < Minitest::Test
   end
 
   def test_positional_read_and_write_are_one_transfer_each
-    skip_on_ruby_core("runs io_pread/io_pwrite in the native extension's worker pool only") unless Farce::Native.loaded?
+    skip_on_ruby_loop("runs io_pread/io_pwrite in the native extension's worker pool only") unless Farce::Native.loaded?
     Tempfile.create("farce") do |file|
       file.write("0123456789")
       file.flush
@@ -170,7 +170,7 @@ class TestSingleTransferHooks < Minitest::Test
   # hook, so the loop selects until it finished.
   def test_selector_forms
     skip "the selector is the native extension's" unless Farce::Native.loaded?
-    skip_on_ruby_core("has no selector")
+    skip_on_ruby_loop("has no selector")
     loop_fiber = Fiber.current
     selector = Farce::IOEventSelector.new(loop_fiber)
     call = lambda do |name, *arguments|

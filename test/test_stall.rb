@@ -10,11 +10,11 @@ require "zlib"
 class TestStall < Minitest::Test
   THRESHOLD = 0.1
 
-  # The Ruby core's watchdog is a thread, which gets the GVL only at Ruby's
+  # The Ruby loop's watchdog is a thread, which gets the GVL only at Ruby's
   # 100 ms thread switch (later on a loaded machine): a stall that must be
   # seen runs long enough for several switches there.
   def busy(seconds)
-    seconds *= 3 if ruby_core? && seconds >= THRESHOLD
+    seconds *= 3 if ruby_loop? && seconds >= THRESHOLD
     t = monotonic
     nil while monotonic - t < seconds
   end
@@ -217,7 +217,7 @@ class TestStall < Minitest::Test
         trapped = 0
         trap("USR2") { trapped += 1 }
         Farce.run(backend: :#{backend}, stall_threshold: 0.1, on_stall: ->(r) { reports << r }) do
-          # 0.5 s, five thresholds: the Ruby core's watchdog is a Ruby thread,
+          # 0.5 s, five thresholds: the Ruby loop's watchdog is a Ruby thread,
           # which a loaded machine may run late
           Fiber.schedule { busy(0.5); sleep 0.001 }
           Fiber.schedule { 5.times { Process.kill(:USR2, Process.pid); sleep 0.01 } }
@@ -240,7 +240,7 @@ class TestStall < Minitest::Test
   # The io-event selector: a fiber that holds the loop fiber past the
   # threshold is reported when it transfers back.
   def test_selector_reports_a_busy_fiber
-    skip_on_ruby_core "the selector always runs on the native core"
+    skip_on_ruby_loop "the selector always runs on the native core"
     loop_fiber = Fiber.current
     selector = Farce::IOEventSelector.new(loop_fiber)
     reports = []

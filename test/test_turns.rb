@@ -87,7 +87,7 @@ class TestTurns < Minitest::Test
 
   # A turn is one iteration of the loop *before* the busy fiber runs again:
   # timers that expired while it held the loop fire first (the native core
-  # queues it behind the events of the turn's poll; the Ruby core queued it
+  # queues it behind the events of the turn's poll; the Ruby loop queued it
   # ahead of them and ran it again first, so every spawn-burst turn started
   # with another budget of spawning).
   def test_timers_that_expired_while_a_fiber_held_the_loop_run_before_it_resumes

@@ -5,7 +5,7 @@ require_relative "test_helper"
 # The wake-up latency histogram behind stats' wakeup_* keys is kept from the
 # first stats call on: a loop whose stats nobody reads stamps no wait and
 # records nothing (it cost 2-3% of a Queue hand-off). Both front ends and
-# the Ruby core answer the same way.
+# the Ruby loop answer the same way.
 class TestWakeupLatency < Minitest::Test
   include FarceTestHelper
 
@@ -28,7 +28,7 @@ class TestWakeupLatency < Minitest::Test
   end
 
   def test_selector_counts_wakeups_from_the_first_stats_call
-    skip_on_ruby_core("has no io-event selector")
+    skip_on_ruby_loop("has no io-event selector")
     saved = ENV["FARCE_BACKEND"]
     ENV["FARCE_BACKEND"] = backend.to_s # the selector's backend (auto when not named)
     selector = Farce::IOEventSelector.new(Fiber.current) # used directly, without Async

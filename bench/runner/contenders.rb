@@ -73,7 +73,7 @@ module Bench
     end
 
     def farce_built?(ver)
-      File.exist?(File.join(ROOT, "lib", "farce", ver, "farce_shim.so"))
+      File.exist?(File.join(ROOT, "lib", "farce", ver, "farce_ext.so"))
     end
 
     def async_on?(ver)
@@ -82,7 +82,7 @@ module Bench
 
     # The same-Ruby headline first (farce and Async on 3.3, then 3.4), then the
     # extra rows: farce on the host's Ruby, farce without its Go scheduler
-    # tick, farce with stall detection on, the pure-Ruby core; with BENCH_EXTRA=1 more (they add
+    # tick, farce with stall detection on, the pure-Ruby loop; with BENCH_EXTRA=1 more (they add
     # ~10 minutes to a full run).
     def discover_contenders
       if ENV["BENCH_CONTENDERS"]
@@ -146,7 +146,7 @@ module Bench
       list << "farce-epoll+FARCE_SCHED_TICK=0@#{main}" if backends.include?("epoll")
       # what stall detection (issue 16: watchdog, turn stamps) costs, in the same run
       list << "farce-epoll+FARCE_STALL_MS=100@#{main}" if backends.include?("epoll")
-      # what the pure-Ruby core (the fallback without Go, issue 19) costs
+      # what the pure-Ruby loop (the fallback without Go, issue 19) costs
       list << "farce-ruby@#{main}"
       # BENCH_EXTRA=1: the other backends, GOMAXPROCS=1, threads
       if ENV["BENCH_EXTRA"] == "1"

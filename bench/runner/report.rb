@@ -51,7 +51,7 @@ module Bench
       settings = env.empty? ? "" : ", #{env.map { |k, val| "#{k}=#{val}" }.join(' ')}"
       case name
       when "farce-ruby"
-        "farce #{v['farce']}, its pure-Ruby core (no Go), #{ruby}"
+        "farce #{v['farce']}, its pure-Ruby loop (no Go), #{ruby}"
       when /\Afarce/
         "farce #{v['farce']} :#{v['backend'] || name.delete_prefix('farce-')} backend#{settings}, #{ruby}"
       when "async"

@@ -27,7 +27,7 @@ module Bench
     end
 
     def ensure_built
-      return if File.exist?(File.join(ROOT, "lib", "farce", RUBY_ABI, "farce_shim.so"))
+      return if File.exist?(File.join(ROOT, "lib", "farce", RUBY_ABI, "farce_ext.so"))
 
       warn "bench: farce is not built for Ruby #{RUBY_ABI}; running rake compile"
       Dir.chdir(ROOT) { system(RbConfig.ruby, "-S", "rake", "compile") } || abort("bench: rake compile failed")

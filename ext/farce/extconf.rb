@@ -29,8 +29,8 @@ end
 
 # ---- the fallback: install without the native core -------------------------
 # When the native core cannot be built here (no Go, an unsupported OS, a
-# build error), the gem still installs and runs on farce's pure-Ruby core
-# (lib/farce/ruby_core.rb). This says so once, installs farce/native_status.rb
+# build error), the gem still installs and runs on farce's pure-Ruby loop
+# (lib/farce/ruby_loop.rb). This says so once, installs farce/native_status.rb
 # (read by lib/farce/native.rb: Scheduler#fallback_reason repeats the reason)
 # and writes a Makefile that builds nothing. FARCE_REQUIRE_NATIVE=1 makes it a
 # failure instead, for images that must never run the slow path.
@@ -38,13 +38,13 @@ def skip_native(reason)
   value = ENV.fetch("FARCE_REQUIRE_NATIVE", "")
   if !value.empty? && value != "0"
     abort_build("cannot build farce's native core: #{reason}\n" \
-                "*** FARCE_REQUIRE_NATIVE is set, so the pure-Ruby core is not installed in its place.")
+                "*** FARCE_REQUIRE_NATIVE is set, so the pure-Ruby loop is not installed in its place.")
   end
   status = "farce's native core was not built when the gem was installed: #{reason}"
   message = <<~TEXT
 
     *** farce: #{status}
-    *** farce will run on its pure-Ruby core (Farce::Scheduler#backend is :ruby): every hook works,
+    *** farce will run on its pure-Ruby loop (Farce::Scheduler#backend is :ruby): every hook works,
     *** several times slower than the native core. To get the native core, fix the above and
     *** reinstall; set FARCE_REQUIRE_NATIVE=1 to make this a failure instead.
 
@@ -119,7 +119,7 @@ end
 case RbConfig::CONFIG["host_os"]
 when /linux/ then nil
 when /mingw|mswin|cygwin/
-  skip_native("Windows is not supported by the Ruby extension yet (the IOCP driver exists in Go, the shim is POSIX-only).")
+  skip_native("Windows is not supported by the Ruby extension yet (the IOCP driver exists in Go, the extension is POSIX-only).")
 else
   # The Go core has kqueue for macOS and the BSDs, but the extension has only
   # been built and tested on Linux: FARCE_TRY_NATIVE=1 tries it anyway.
@@ -138,11 +138,11 @@ have_func("rb_io_buffer_get_bytes_for_writing", "ruby/io/buffer.h") ||
 have_func("rb_fiber_raise", "ruby.h")
 have_func("rb_io_descriptor", "ruby/io.h") # 3.1+: Ruby 3.3 deprecates rb_io_t's fd field
 $CFLAGS << " -std=gnu11 -Wall -Wno-unused-parameter"
-$srcs = %w[extension.c fiber_scheduler.c io_event_selector.c loop_core.c wait_table.c io_transfer.c
-           process_wait.c fd_table.c positional_io.c core_door.c core_loader.c op_pins.c stall.c
+$srcs = %w[extension.c fiber_scheduler.c io_event_selector.c event_loop.c wait_table.c io_transfer.c
+           process_wait.c fd_table.c positional_io.c core_door.c core_loader.c inflight_ops.c stall.c
            core_open.c core_signals.c core_copy.c core_info.c
            io_transfer_v4.c buffer_lock.c]
-create_makefile("farce/farce_shim")
+create_makefile("farce/farce_ext")
 
 File.open("Makefile", "a") do |makefile|
   makefile.puts <<~MAKE

@@ -1,5 +1,5 @@
 /*
- * The entry point of farce's Ruby extension (farce_shim.so): defines the
+ * The entry point of farce's Ruby extension (farce_ext.so): defines the
  * Farce module, its error class and both front ends over the Go core. Loading
  * it does not load Go (docs/cgo-hazards.md rule 6): the core is opened at the first
  * scheduler or selector that needs it (core_loader.c).
@@ -10,7 +10,7 @@
 #include "fiber_scheduler.h"
 #include "io_event_selector.h"
 #include "io_transfer.h"
-#include "loop_core.h"
+#include "event_loop.h"
 
 VALUE farce_eError;
 
@@ -21,7 +21,7 @@ static VALUE farce_core_loaded_p(VALUE mod) { return farce_core_loaded() ? Qtrue
  * process that forks workers, ask in the workers. */
 static VALUE farce_backends_m(VALUE mod) { return farce_backend_names(); }
 
-void Init_farce_shim(void)
+void Init_farce_ext(void)
 {
     farce_core_loader_init();
     farce_core_info_init();

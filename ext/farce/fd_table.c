@@ -121,7 +121,7 @@ farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE back
     f->io_id = FIXNUM_P(id) ? id : Qfalse; /* never a Bignum on 64-bit hosts; Qfalse: checked each GC */
     f->gc_seen = seen_now();
     f->drained = 0;
-    f->async = 0;
+    f->read_with_op = 0;
     f->blocking = flags >= 0 && !(flags & O_NONBLOCK);
     if (fstat(fd, &st) == 0) {
         f->stream = S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode);

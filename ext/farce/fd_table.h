@@ -19,11 +19,11 @@ typedef struct {
     uint8_t blocking; /* O_NONBLOCK was clear: never read before it is ready */
     uint8_t pollable; /* not a regular file or directory */
     uint8_t drained;  /* the last read was short */
-    uint8_t async;    /* completion ops: the last read had to wait, so read with an op at once */
+    uint8_t read_with_op; /* completion ops: the last read had to wait, so read with an op at once */
 } farce_fd_ent;
 
 /* Descriptor waits fibers parked on since the last poll, on tokens the
- * core reserved (loop_core.c): the next poll starts them (farce_poll_batch). */
+ * core reserved (event_loop.c): the next poll starts them (farce_poll_batch). */
 #define FARCE_DEFERRED_WAITS 256
 
 typedef struct {

@@ -1,6 +1,6 @@
 /*
- * Farce::Scheduler: Ruby's Fiber::Scheduler interface over the loop core
- * (loop_core.h). Its fibers are resumed by the loop and yield back to it;
+ * Farce::Scheduler: Ruby's Fiber::Scheduler interface over the loop
+ * (event_loop.h). Its fibers are resumed by the loop and yield back to it;
  * everything else about waiting, the descriptor table, the poll and the
  * read/write loop is shared with the io-event selector. What is left here is
  * what only Fiber::Scheduler has: `run`, block/unblock (from any thread,
@@ -18,7 +18,7 @@
 #include <ruby/fiber/scheduler.h>
 #include "fiber_scheduler.h"
 #include "io_transfer.h"
-#include "loop_core.h"
+#include "event_loop.h"
 #include "wait_table.h"
 #include "positional_io.h"
 #include "stall.h"
@@ -26,7 +26,7 @@
 static VALUE cScheduler;
 
 typedef struct {
-    farce_loop loop;   /* first: the loop core's callbacks get &s->loop */
+    farce_loop loop;   /* first: the loop's callbacks get &s->loop */
     int running;
     VALUE interrupts;  /* [fiber, exception] pairs from fiber_interrupt, raised by the loop */
     uint64_t *inbox;   /* tokens woken by other threads, applied by the loop */
@@ -36,7 +36,7 @@ typedef struct {
     /* Fibers `unblock`ed before they were registered as blocked: Queue and
      * Mutex put a fiber on their wait list before they call `block`, and
      * when a Ruby frame sits in between (a subclass's `block` calling
-     * super, or the Ruby core's Hooks once installed) another thread can
+     * super, or the Ruby loop's Hooks once installed) another thread can
      * run there and unblock it. Its next `block` (or unblockable
      * kernel_sleep) returns at once: a spurious wakeup, which Queue, Mutex
      * and ConditionVariable allow for, instead of a lost one (a hang). Keys
@@ -246,7 +246,7 @@ static VALUE run_loop(VALUE self)
 
 /* run ended by an exception: nobody reaps the completion operations in
  * flight until the next run, and the scheduler may be dropped meanwhile
- * (op_pins.c) */
+ * (inflight_ops.c) */
 static VALUE run_rescued(VALUE self)
 {
     int state = 0;
@@ -258,7 +258,7 @@ static VALUE run_rescued(VALUE self)
     return r;
 }
 
-static VALUE run_done(VALUE self)
+static VALUE run_ensure(VALUE self)
 {
     farce_sched *s = sched_of(self);
     if (live(s)) farce_loop_turn_ends(&s->loop); /* a stall in the last turn is reported */
@@ -279,7 +279,7 @@ static VALUE sched_run(VALUE self)
     }
     s->running = s->loop.running = 1;
     farce_stall_thread_changed(&s->loop.stall);
-    return rb_ensure(run_rescued, self, run_done, self);
+    return rb_ensure(run_rescued, self, run_ensure, self);
 }
 
 /* ---- construction and release --------------------------------------------- */
@@ -342,7 +342,7 @@ static VALUE sched_parked_fibers(VALUE self)
  * One iteration of the loop, without waiting in the kernel, between rounds
  * of unwinding: completion operations are cancelled and drained first, so
  * that the fibers parked on them (which leave only once the kernel let go
- * of their buffers, op_pins.c) are resumed with their completions here and
+ * of their buffers, inflight_ops.c) are resumed with their completions here and
  * finish unwinding. A resumed fiber's exception propagates. */
 static VALUE sched_unwind_turn(VALUE self)
 {
@@ -412,7 +412,7 @@ static void yield_fiber(farce_sched *s, int last)
     farce_loop_park(&s->loop, token, FARCE_WAIT_FIBER, Qundef);
 }
 
-/* The running fiber held the loop past its turn budget (loop_core.c). A
+/* The running fiber held the loop past its turn budget (event_loop.c). A
  * fiber that can park (farce_loop_can_park: the same test every wait
  * makes, issue 13 item 3) yields to the loop, which resumes it after one
  * iteration. Any other gets no turn and goes on: a blocking fiber, a fiber
@@ -443,7 +443,7 @@ static VALUE start_body(VALUE p)
     return rb_fiber_resume(a->fiber, 0, NULL);
 }
 
-static VALUE start_done(VALUE p)
+static VALUE start_ensure(VALUE p)
 {
     struct start_args *a = (struct start_args *)p;
     a->s->turn_fiber = a->previous;
@@ -458,7 +458,7 @@ static VALUE sched_start(VALUE self, VALUE fiber)
     farce_sched *s = sched_of(self);
     struct start_args a = {s, fiber, s->turn_fiber};
     s->turn_fiber = fiber;
-    return rb_ensure(start_body, (VALUE)&a, start_done, (VALUE)&a);
+    return rb_ensure(start_body, (VALUE)&a, start_ensure, (VALUE)&a);
 }
 
 /* call-seq: __restore_errinfo(exception) -> nil
@@ -525,7 +525,7 @@ static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
     int64_t tmo = farce_timeout_ns(timeout);
     farce_fd_ent *f = farce_fd_table_entry(&s->loop.fds, s->loop.handle, s->loop.backend, io, fd);
     if (!f->pollable) return INT2NUM(ev);
-    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, tmo, FARCE_KNOWN_UNKNOWN);
+    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, tmo, FARCE_KNOWN_NOTHING);
     /* switched to by hand: report it ready, the caller's next call finds out */
     if (r == FARCE_RESUMED_ELSEWHERE) return INT2NUM(ev);
     /* closed while this fiber waited or sat ready in the loop's batch: the

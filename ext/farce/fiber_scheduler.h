@@ -1,6 +1,6 @@
 /*
  * Farce::Scheduler (fiber_scheduler.c): Ruby's Fiber::Scheduler over the
- * loop core. lib/farce/scheduler.rb adds the rarely called hooks.
+ * loop. lib/farce/scheduler.rb adds the rarely called hooks.
  */
 #ifndef FARCE_FIBER_SCHEDULER_H
 #define FARCE_FIBER_SCHEDULER_H 1

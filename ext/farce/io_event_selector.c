@@ -1,6 +1,6 @@
 /*
  * Farce::IOEventSelector: an io-event selector (the event loop interface
- * Async and Falcon run on) over the loop core (loop_core.h).
+ * Async and Falcon run on) over the loop (event_loop.h).
  * lib/farce/io_event.rb publishes it as IO::Event::Selector::Farce, so
  * IO_EVENT_SELECTOR=Farce picks it.
  *
@@ -11,7 +11,7 @@
  * returns false. The contract io-event's own selectors keep, kept here:
  * io_wait (and io_read/io_write when they must wait) always suspends the
  * caller, even when the descriptor is ready at once, and `select` resumes it
- * (the loop core's suspend_when_ready); `select` reaps what the kernel has
+ * (the loop's suspend_when_ready); `select` reaps what the kernel has
  * ready and returns how many fibers it resumed.
  *
  * What is left here is what only io-event has: the loop fiber, the ready
@@ -30,7 +30,7 @@
 #include <ruby/io.h>
 #include "io_event_selector.h"
 #include "io_transfer.h"
-#include "loop_core.h"
+#include "event_loop.h"
 #include "wait_table.h"
 #include "stall.h"
 
@@ -38,7 +38,7 @@ static VALUE cSelector;
 static ID id_alive_p, id_transfer, id_raise, id_process_wait;
 
 typedef struct {
-    farce_loop loop; /* first: the loop core's callbacks get &s->loop */
+    farce_loop loop; /* first: the loop's callbacks get &s->loop */
     VALUE loop_fiber;
 
     /* The ready list: positions grow without bound and map to ring[pos & mask],
@@ -365,7 +365,7 @@ static VALUE switch_queued(VALUE self, enum switch_kind kind, VALUE target, int 
     return rb_ensure(do_switch, (VALUE)&a, unqueue, (VALUE)&a);
 }
 
-/* The running fiber held the loop past its turn budget (loop_core.c): it
+/* The running fiber held the loop past its turn budget (event_loop.c): it
  * goes on the ready list and transfers to the loop fiber, as `yield` does;
  * the next select transfers back. Not from the loop fiber itself. */
 static int give_turn(farce_loop *l)
@@ -466,7 +466,7 @@ static VALUE sel_io_wait(VALUE self, VALUE fiber, VALUE io, VALUE events)
         switch_queued(self, SWITCH_TO_LOOP, s->loop_fiber, 0, NULL);
         return INT2NUM(ev);
     }
-    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, -1, FARCE_KNOWN_UNKNOWN);
+    int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, -1, FARCE_KNOWN_NOTHING);
     if (r == FARCE_RESUMED_ELSEWHERE) return Qfalse;
     /* Closed while this fiber waited (another fiber closed it before the
      * loop's select): what the kernel reported was the dead descriptor's

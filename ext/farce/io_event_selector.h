@@ -1,6 +1,6 @@
 /*
  * Farce::IOEventSelector (io_event_selector.c): an io-event selector over the
- * loop core. lib/farce/io_event.rb publishes it as IO::Event::Selector::Farce.
+ * loop. lib/farce/io_event.rb publishes it as IO::Event::Selector::Farce.
  */
 #ifndef FARCE_IO_EVENT_SELECTOR_H
 #define FARCE_IO_EVENT_SELECTOR_H 1

@@ -2,8 +2,8 @@
  * The one read/write loop of both front ends, and its completion-operation
  * policy (io_uring performs the read or write itself: no readiness wait, no
  * EAGAIN call). How the waiting fiber parks is the front end's (yield to
- * the scheduler's loop, or transfer to the selector's loop); the loop core
- * hides that (loop_core.h).
+ * the scheduler's loop, or transfer to the selector's loop); the loop
+ * hides that (event_loop.h).
  *
  * A stream read is tried first unless the last one drained the stream; a
  * blocking descriptor is waited on before every call, so it never blocks the
@@ -51,7 +51,7 @@
  * the IO method that called the hook, with nothing in between (Ruby's IO
  * code calls the scheduler from inside the method's own frame), and its
  * name is the answer. Only when it is Ruby code (Async's scheduler, a
- * subclass's io_read calling super, the Ruby core's routing) are up to
+ * subclass's io_read calling super, the Ruby loop's routing) are up to
  * NONBLOCK_FRAMES frames searched. No line numbers are asked for (Ruby
  * computes one per frame otherwise, by a search in the frame's line
  * table), and each frame's kind is cached by the frame's identity. */
@@ -223,7 +223,7 @@ static int64_t run_op(farce_loop *l, VALUE io, int fd, VALUE buffer, enum farce_
         if (r == -EAGAIN) return r; /* the caller waits for readiness instead */
         farce_loop_raise(l, r, direction == FARCE_READ ? "read" : "write");
     }
-    /* checked against io at the poll that submits it (loop_core.h) */
+    /* checked against io at the poll that submits it (event_loop.h) */
     farce_loop_note_op(l, token, io, fd);
     l->ops_submitted++;
     l->ops_in_flight++;
@@ -285,7 +285,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         char *at = (char *)base + offset + total;
         farce_fd_ent *f = farce_fd_table_entry(&l->fds, l->handle, l->backend, io, fd);
         /* a call that may not wait (below) gets no operation that waits for data either */
-        if (!positional && reading && use_ops(l, f) && (f->async || f->drained) && MAY_WAIT()) op_next = 1;
+        if (!positional && reading && use_ops(l, f) && (f->read_with_op || f->drained) && MAY_WAIT()) op_next = 1;
         if (op_next) {
             op_next = 0;
             int64_t n = run_op(l, io, fd, buffer, direction, at, room, total);
@@ -302,7 +302,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
                 continue;
             }
             if (n == -EAGAIN || n == -EWOULDBLOCK) { /* no fast poll: wait for readiness */
-                if (reading) f->async = f->drained = 0;
+                if (reading) f->read_with_op = f->drained = 0;
                 farce_loop_wait_fd(l, fd, events, -1, FARCE_KNOWN_NOT_READY);
                 waited = 1;
                 continue;
@@ -313,14 +313,14 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
         if (!waited && f->pollable && (drained || f->blocking)) {
             if (drained) f->drained = 0;
             if (MAY_WAIT()) {
-                farce_loop_wait_fd(l, fd, events, -1, drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_UNKNOWN);
+                farce_loop_wait_fd(l, fd, events, -1, drained ? FARCE_KNOWN_DRAINED : FARCE_KNOWN_NOTHING);
                 waited = 1;
                 continue;
             }
             /* read_nonblock/write_nonblock: a drained stream is just tried;
              * a blocking descriptor only when it is ready now */
             if (f->blocking) {
-                if (farce_loop_wait_fd(l, fd, events, 0, FARCE_KNOWN_UNKNOWN) == 0) return INT2NUM(-EAGAIN);
+                if (farce_loop_wait_fd(l, fd, events, 0, FARCE_KNOWN_NOTHING) == 0) return INT2NUM(-EAGAIN);
                 waited = 1;
                 continue;
             }
@@ -335,7 +335,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
             total += (size_t)n;
             if (reading && !positional) {
                 f->drained = f->stream && (size_t)n < room;
-                f->async = 0;
+                f->read_with_op = 0;
             }
             if (total >= length) return SIZET2NUM(total);
             continue;
@@ -353,7 +353,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
             if (!MAY_WAIT()) return INT2NUM(-e);
             farce_loop_start(l, NULL); /* it must wait: the selector's lazy core is needed now, ops included */
             if (!positional && use_ops(l, f)) {
-                if (reading) f->async = 1;
+                if (reading) f->read_with_op = 1;
                 else op_next = 1;
                 continue;
             }
@@ -369,17 +369,17 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
 VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, size_t offset, off_t from,
                         enum farce_direction direction)
 {
-    farce_loop_turn_owed(l); /* before any byte moves: an exception in the turn loses nothing */
+    farce_loop_give_owed_turn(l); /* before any byte moves: an exception in the turn loses nothing */
     int64_t turn = l->turns.started_ns;
     VALUE result = transfer(l, io, buffer, length_v, offset, from, direction);
-    /* A transfer that never waits must not hold the loop (loop_core.c).
+    /* A transfer that never waits must not hold the loop (event_loop.c).
      * Checked once it is done, and only when no new turn began meanwhile
      * (the fiber parked and the loop resumed it: the loop had its turn,
      * and the clock read would be wasted; two of a ping-pong round trip's
      * four transfers park). A wait that did not park (ready at once, or
      * a blocking fiber) leaves the turn as it was: the check runs. The turn
-     * is owed, not given here (farce_loop_turn_check_done). */
-    if (l->turns.started_ns == turn) farce_loop_turn_check_done(l);
+     * is owed, not given here (farce_loop_turn_check_after_transfer). */
+    if (l->turns.started_ns == turn) farce_loop_turn_check_after_transfer(l);
     return result;
 }
 

@@ -7,7 +7,7 @@
 
 #include <sys/types.h>
 #include <ruby/fiber/scheduler.h>
-#include "loop_core.h"
+#include "event_loop.h"
 
 /* Ruby 4.1's hooks (scheduler interface version 4, ruby/ruby#18483):
  * io_read/io_write(io, buffer, offset, length) and io_pread/io_pwrite(io,

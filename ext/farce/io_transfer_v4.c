@@ -52,7 +52,7 @@ VALUE farce_io_transfer_once(farce_loop *l, VALUE io, VALUE buffer, VALUE offset
                              enum farce_direction direction)
 {
     int reading = direction == FARCE_READ;
-    farce_loop_turn_owed(l); /* before any byte moves, as in farce_io_transfer */
+    farce_loop_give_owed_turn(l); /* before any byte moves, as in farce_io_transfer */
     io = rb_io_get_io(io);
     size_t offset = NUM2SIZET(offset_v), length = NUM2SIZET(length_v);
     int positional = from >= 0;
@@ -92,7 +92,7 @@ VALUE farce_io_transfer_once(farce_loop *l, VALUE io, VALUE buffer, VALUE offset
         break;
     }
     /* a transfer that never waits must not hold the loop: the turn is owed
-     * to the fiber's next hook, never given here (loop_core.h) */
-    farce_loop_turn_check_done(l);
+     * to the fiber's next hook, never given here (event_loop.h) */
+    farce_loop_turn_check_after_transfer(l);
     return result;
 }

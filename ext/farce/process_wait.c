@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "loop_core.h"
+#include "event_loop.h"
 #include "wait_table.h"
 
 struct pidfd_wait {
@@ -30,14 +30,14 @@ static VALUE pidfd_wait_body(VALUE p)
 {
     struct pidfd_wait *w = (struct pidfd_wait *)p;
     for (;;) {
-        int64_t r = farce_loop_wait_fd(w->l, w->pidfd, RUBY_IO_READABLE, -1, FARCE_KNOWN_UNKNOWN);
+        int64_t r = farce_loop_wait_fd(w->l, w->pidfd, RUBY_IO_READABLE, -1, FARCE_KNOWN_NOTHING);
         if (r == FARCE_RESUMED_ELSEWHERE) return Qfalse;
         VALUE status = status_wait(w->pid, NUM2INT(w->flags) | WNOHANG);
         if (!NIL_P(status)) return status;
     }
 }
 
-static VALUE pidfd_wait_done(VALUE p)
+static VALUE pidfd_wait_ensure(VALUE p)
 {
     struct pidfd_wait *w = (struct pidfd_wait *)p;
     if (w->l->handle && !farce_loop_inert(w->l)) farce_core_forget_fd_quietly(w->l->core, w->l->handle, w->pidfd);
@@ -58,5 +58,5 @@ VALUE farce_loop_process_wait(farce_loop *l, VALUE pid_v, VALUE flags_v)
     /* a stale entry for this number belongs to a closed IO: drop it in Go */
     if (pidfd < l->fds.nfds && l->fds.fds[pidfd].io) farce_fd_table_forget(&l->fds, l->handle, (int)pidfd);
     struct pidfd_wait w = {l, pid_v, flags_v, (int)pidfd};
-    return rb_ensure(pidfd_wait_body, (VALUE)&w, pidfd_wait_done, (VALUE)&w);
+    return rb_ensure(pidfd_wait_body, (VALUE)&w, pidfd_wait_ensure, (VALUE)&w);
 }

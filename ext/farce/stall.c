@@ -1,7 +1,7 @@
 /*
  * Stall detection: which fiber holds the loop, caught while it does.
  *
- * The loop publishes its turns in a farce_turn_state (loop_core.h:
+ * The loop publishes its turns in a farce_turn_state (event_loop.h:
  * farce_loop_turn_begins/_ends write it with plain atomic stores, no call).
  * With a threshold set, a watchdog goroutine in the Go core reads it without
  * the GVL and, once per turn longer than the threshold, sends FARCE_STALL_SIGNAL

@@ -7,7 +7,7 @@
  *
  * Its state is a farce_stall embedded in the loop (farce_loop.stall); the
  * functions here take that, return codes and never raise: the loop calls
- * the core and raises (loop_core.c: farce_loop_watch_stalls).
+ * the core and raises (event_loop.c: farce_loop_watch_stalls).
  */
 #ifndef FARCE_STALL_H
 #define FARCE_STALL_H 1

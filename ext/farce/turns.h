@@ -2,7 +2,7 @@
  * Turns (farce_turns, embedded in the loop as farce_loop.turns): when the
  * loop resumed the running fiber, and the budget after which that fiber
  * gives the loop a turn at its next hook that would not block. The loop
- * does the giving (loop_core.h: farce_loop_turn_check and friends, and
+ * does the giving (event_loop.h: farce_loop_turn_check and friends, and
  * farce_loop_give_turn for the measurements behind the default budget).
  */
 #ifndef FARCE_TURNS_H

@@ -1,7 +1,7 @@
 /*
  * One entry of the wait table (farce_loop.waits, indexed by a token's
  * slot): what is parked on a token of the Go core. Its own header so that
- * the completion-op keeper (op_pins.h) can mark entries without the loop.
+ * the completion-op keeper (inflight_ops.h) can mark entries without the loop.
  */
 #ifndef FARCE_WAIT_ENTRY_H
 #define FARCE_WAIT_ENTRY_H 1
@@ -22,7 +22,7 @@ enum farce_wait_kind {
 typedef struct {
     uint32_t gen; /* generation of the token parked here; 0 when free */
     uint8_t kind; /* enum farce_wait_kind */
-    uint8_t stopped; /* FARCE_WAIT_OP cancelled because its loop stopped (op_pins.c): wait for readiness instead */
+    uint8_t stopped; /* FARCE_WAIT_OP cancelled because its loop stopped (inflight_ops.c): wait for readiness instead */
     VALUE fiber;
     VALUE extra;
 } farce_wait;

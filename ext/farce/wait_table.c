@@ -4,7 +4,7 @@
  * Ruby's GC marks through farce_loop_mark (docs/cgo-hazards.md rules 1 and 3). Here a
  * fiber parks on a token, and leaves it again when something other than the
  * loop switched to it. How it switches to the loop is the front end's
- * (farce_front_end.to_loop); see loop_core.h.
+ * (farce_front_end.to_loop); see event_loop.h.
  */
 #include <errno.h>
 #include <poll.h>
@@ -138,7 +138,7 @@ int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind
  *                may the caller's frame (and so the buffer) go away.
  * The fiber never leaves before "reaped"; a switch to it from anyone but the
  * loop parks it again. If the loop is released meanwhile, the release
- * drains every operation before it forgets the waits (op_pins.c), and this
+ * drains every operation before it forgets the waits (inflight_ops.c), and this
  * fiber is never resumed.
  *
  * The held jump need not be an exception: Fiber#kill (Ruby 3.3+) unwinds
@@ -276,7 +276,7 @@ int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeo
      * rarely ready at once. Only waits without a timeout (its clock would
      * start late) and without a probe (UNKNOWN: io_wait asks the kernel
      * first). */
-    uint64_t token = timeout_ns < 0 && known != FARCE_KNOWN_UNKNOWN ? defer_wait(l, fd, events, known) : 0;
+    uint64_t token = timeout_ns < 0 && known != FARCE_KNOWN_NOTHING ? defer_wait(l, fd, events, known) : 0;
     VALUE ready = Qundef;
     if (!token) {
         int64_t r = farce_core_wait_fd(l->core, l->handle, fd, events, timeout_ns, known, &token);

@@ -1,12 +1,12 @@
 /*
  * The wait table's operations: how a fiber parks on a token of the Go core
  * and is switched to again (wait_table.c). The table itself is part of the
- * loop (farce_loop.waits, loop_core.h).
+ * loop (farce_loop.waits, event_loop.h).
  */
 #ifndef FARCE_WAIT_TABLE_H
 #define FARCE_WAIT_TABLE_H 1
 
-#include "loop_core.h"
+#include "event_loop.h"
 
 /* What park and farce_loop_wait_fd return when the fiber was switched to by
  * someone other than the loop: the wait was cancelled. */
@@ -21,7 +21,7 @@ int64_t farce_loop_park(farce_loop *l, uint64_t token, enum farce_wait_kind kind
  * result (bytes or -errno), also stored in *reaped before a held exception
  * is re-raised (a read that completed anyway: the caller keeps its bytes).
  * Never returns before the kernel is done with the memory (see
- * loop_core.c). */
+ * event_loop.c). */
 int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin, int64_t *reaped);
 /* Cancels a wait whose fiber runs again without the loop resuming it. */
 void farce_loop_abandon(farce_loop *l, uint64_t token);

@@ -21,7 +21,7 @@ import (
 // provider) and completes once, when the socket is ready, so the driver is
 // one-shot like Poll: Persistent is false and each wait needs an Arm.
 //
-// The fd passed to Arm is the SOCKET handle's value (the shim converts a
+// The fd passed to Arm is the SOCKET handle's value (the extension converts a
 // CRT descriptor with _get_osfhandle). Only sockets can be polled; anything
 // else is ErrNotPollable. At most one poll is in flight per socket: an Arm
 // for events the pending poll does not cover cancels it, and the poll is

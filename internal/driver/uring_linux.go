@@ -30,9 +30,9 @@ import (
 //     per (fd, seq), edge-triggered like EPOLLET: the kernel posts a CQE per
 //     wake-up of the file's wait queue, never for data that merely sits
 //     unread. The request lives until Disarm, so it pins every descriptor
-//     ever waited on until the scheduler forgets it; the shim forgets
+//     ever waited on until the scheduler forgets it; the extension forgets
 //     descriptors lazily (on number reuse, or a scan every 50 ms), so this
-//     mode is only selectable (FARCE_IO_URING_POLL=multishot) until the shim
+//     mode is only selectable (FARCE_IO_URING_POLL=multishot) until the extension
 //     calls ForgetFD when Ruby closes an IO.
 type URing struct {
 	ring   *uringRing
@@ -307,7 +307,7 @@ func (u *URing) wait(buf []Event, timeout time.Duration) (int, error) {
 		}
 		if timeout == 0 && n == 0 && !woke && !kernelWork && !u.deferred && !noDefer && len(u.queued) == 0 {
 			// Nothing to report and only submissions queued: the caller
-			// (the shim's loop) blocks next, and that Wait submits them in
+			// (the extension's loop) blocks next, and that Wait submits them in
 			// the same io_uring_enter. Never twice in a row, so a busy
 			// loop that never blocks still submits every other Wait. Never
 			// op SQEs: the blocking Wait runs with Ruby's lock released,

@@ -312,7 +312,7 @@ func TestURingThreadChange(t *testing.T) {
 }
 
 // Documents the io_uring property that makes multishot polls unsafe with a
-// shim that forgets descriptors lazily: a poll request holds the open file,
+// extension that forgets descriptors lazily: a poll request holds the open file,
 // so closing the descriptor does not close the socket (no EOF for the peer)
 // until the request is removed.
 func TestURingPollPinsFile(t *testing.T) {

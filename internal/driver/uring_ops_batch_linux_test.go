@@ -40,7 +40,7 @@ func readAll(t *testing.T, fd int) string {
 }
 
 // A queued op whose descriptor number changed hands before any enter is
-// cancelled (what the shim does when its check fails): it never runs. Its
+// cancelled (what the extension does when its check fails): it never runs. Its
 // SQE becomes a NOP, its buffer stays untouched, the new pipe keeps its
 // data, and it completes with -ECANCELED at the next Wait.
 func TestURingQueuedOpCancelledBeforeAnyEnterNeverRuns(t *testing.T) {

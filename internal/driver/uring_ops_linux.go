@@ -27,7 +27,7 @@ import (
 // number, the op would read that file's data or write into it. So:
 //
 //   - SubmitOp only queues the SQE (u.queued), and Wait is the one enter
-//     that submits op SQEs: its caller (the shim's poll, farce_loop_poll)
+//     that submits op SQEs: its caller (the extension's poll, farce_loop_poll)
 //     has just checked, with Ruby's lock held, that every op queued since
 //     the last poll still names its IO's descriptor, and cancelled those
 //     that do not. Wait(0) never defers them to the blocking Wait, which

@@ -28,7 +28,7 @@ import (
 //	FARCE_IO_URING_POLL=oneshot|multishot
 //	    poll mode (default oneshot; see URing).
 //	FARCE_IO_URING_OPS=0|1
-//	    completion operations (IORING_OP_READ/WRITE for the shim's io_read
+//	    completion operations (IORING_OP_READ/WRITE for the extension's io_read
 //	    and io_write); see uringOpsByDefault for the default.
 //	FARCE_IO_URING_AUTO=0|1
 //	    whether backend "auto" tries io_uring before epoll (default yes;

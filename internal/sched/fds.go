@@ -9,17 +9,17 @@ type Events = driver.Events
 type Readiness uint8
 
 const (
-	// Unknown: the caller has not just failed an operation (Ruby's io_wait
+	// KnownNothing: the caller has not just failed an operation (Ruby's io_wait
 	// hook). An edge consumed earlier may have left data behind, so the
 	// scheduler probes the kernel unless an edge is already pending.
-	Unknown Readiness = iota
-	// NotReady: the caller's read or write just returned EAGAIN. Edges seen
+	KnownNothing Readiness = iota
+	// KnownNotReady: the caller's read or write just returned EAGAIN. Edges seen
 	// before that are stale; park until the next one.
-	NotReady
-	// Drained: the caller's last read on this stream returned less than it
+	KnownNotReady
+	// KnownDrained: the caller's last read on this stream returned less than it
 	// asked for, so the descriptor was empty then. Park unless an edge or a
 	// hang-up arrived since.
-	Drained
+	KnownDrained
 )
 
 // pollability of a descriptor, learned from the driver.

@@ -44,7 +44,7 @@ func TestUnknownProbesPipe(t *testing.T) {
 		r, w := pipe(t)
 
 		// Nothing pending: the probe says no, the wait parks.
-		tok := h.waitFD(r, R, -1, Unknown)
+		tok := h.waitFD(r, R, -1, KnownNothing)
 		require.Len(t, h.drv.arms(), 1)
 		require.True(t, h.s.Cancel(tok))
 
@@ -54,11 +54,11 @@ func TestUnknownProbesPipe(t *testing.T) {
 		h.drv.resetCalls()
 		h.s.ForgetFD(r)
 		h.drv.resetCalls()
-		assert.Equal(t, R, h.readyFD(r, R|P, Unknown))
+		assert.Equal(t, R, h.readyFD(r, R|P, KnownNothing))
 		assert.Empty(t, h.drv.calls)
 
 		// The write end of an empty pipe is writable.
-		assert.Equal(t, W, h.readyFD(w, W, Unknown))
+		assert.Equal(t, W, h.readyFD(w, W, KnownNothing))
 		assert.Empty(t, h.drv.calls)
 	})
 }
@@ -66,24 +66,24 @@ func TestUnknownProbesPipe(t *testing.T) {
 func TestUnknownTrustsNotReadySinceLastEdge(t *testing.T) {
 	h := newHarness(t, true)
 	r, w := pipe(t)
-	tok := h.waitFD(r, R, -1, NotReady)
+	tok := h.waitFD(r, R, -1, KnownNotReady)
 	require.True(t, h.s.Cancel(tok))
-	// Data arrives; its edge has not been polled yet. Unknown does not probe a
+	// Data arrives; its edge has not been polled yet. KnownNothing does not probe a
 	// direction known empty since the last edge: the edge will come.
 	_, err := unix.Write(w, []byte("x"))
 	require.NoError(t, err)
-	tok = h.waitFD(r, R, -1, Unknown)
+	tok = h.waitFD(r, R, -1, KnownNothing)
 	h.drv.Script(h.event(r, R))
 	assert.Equal(t, []Completion{{tok, int64(R)}}, h.poll())
-	// After the edge, Unknown probes again and finds the unread byte.
-	assert.Equal(t, R, h.readyFD(r, R, Unknown))
+	// After the edge, KnownNothing probes again and finds the unread byte.
+	assert.Equal(t, R, h.readyFD(r, R, KnownNothing))
 }
 
 func TestUnknownProbeSeesHangup(t *testing.T) {
 	h := newHarness(t, true)
 	r, w := pipe(t)
 	require.NoError(t, unix.Close(w))
-	assert.Equal(t, R|P, h.readyFD(r, R|P, Unknown), "hang-up: every asked event is reported")
+	assert.Equal(t, R|P, h.readyFD(r, R|P, KnownNothing), "hang-up: every asked event is reported")
 	assert.Empty(t, h.drv.calls)
 }
 
@@ -93,7 +93,7 @@ func TestUnknownProbeError(t *testing.T) {
 	require.NoError(t, unix.Close(r))
 	_ = w
 	// r is closed (and may not be reused before the probe in this test).
-	_, _, err := h.s.WaitFD(r, R, -1, Unknown)
+	_, _, err := h.s.WaitFD(r, R, -1, KnownNothing)
 	assert.ErrorIs(t, err, unix.EBADF)
 	h.check()
 	assert.Equal(t, 0, h.s.Stats().PendingWaits)
@@ -102,11 +102,11 @@ func TestUnknownProbeError(t *testing.T) {
 func TestUnknownCachedEdgeSkipsProbe(t *testing.T) {
 	h := newHarness(t, true)
 	r, _ := pipe(t) // empty: a probe would say not ready
-	tok := h.waitFD(r, R, -1, NotReady)
+	tok := h.waitFD(r, R, -1, KnownNotReady)
 	require.True(t, h.s.Cancel(tok))
 	h.drv.Script(h.event(r, R))
 	h.poll()
-	assert.Equal(t, R, h.readyFD(r, R, Unknown), "a pending edge answers without a probe")
+	assert.Equal(t, R, h.readyFD(r, R, KnownNothing), "a pending edge answers without a probe")
 }
 
 func TestRealFileNotPollableWithEpoll(t *testing.T) {
@@ -118,7 +118,7 @@ func TestRealFileNotPollableWithEpoll(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 	fd := int(f.Fd())
-	tok, got, err := s.WaitFD(fd, R|W, -1, NotReady)
+	tok, got, err := s.WaitFD(fd, R|W, -1, KnownNotReady)
 	require.NoError(t, err)
 	assert.Zero(t, tok)
 	assert.Equal(t, R|W, got)

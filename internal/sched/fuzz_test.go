@@ -18,7 +18,7 @@ import (
 
 // ---------------------------------------------------------------- fuzz descriptors
 
-// The state machine fuzzer waits on real descriptors (WaitFD with Unknown
+// The state machine fuzzer waits on real descriptors (WaitFD with KnownNothing
 // probes the kernel) whose readiness never changes: the read ends of three
 // empty pipes (probe: nothing), the write end of an empty pipe (probe:
 // writable) and the read end of a pipe whose writer is closed (probe:
@@ -461,16 +461,16 @@ func (r *runner) waitFD(idx int, ev Events, known Readiness, timeout time.Durati
 		}
 	}
 	switch known {
-	case NotReady:
+	case KnownNotReady:
 		st.ready &^= ev
 		st.notReady |= ev
-	case Drained, Unknown:
+	case KnownDrained, KnownNothing:
 		if g := st.ready & ev; g != 0 {
 			st.ready &^= g
 			expectReady(g)
 			return
 		}
-		if known == Unknown && st.notReady&ev != ev {
+		if known == KnownNothing && st.notReady&ev != ev {
 			p := probeModel(idx, ev)
 			if p&H != 0 {
 				expectReady(ev)
@@ -795,9 +795,9 @@ func stateMachineSeeds() [][]byte {
 		{0, 0, 1, 200, 2, 3, 2, 11, 17, 10, 7, 11, 16, 11, 16},
 		// one-shot: two waits on one fd, an event for one, poll, forget, poll
 		{1, 5, 0x08, 1, 10, 5, 0x20, 1, 10, 7, 0, 1, 11, 15, 9, 0, 11, 15},
-		// persistent: wait, cancel it, event cached, Drained wait ready at once
+		// persistent: wait, cancel it, event cached, KnownDrained wait ready at once
 		{0, 5, 0x08, 1, 10, 4, 0, 7, 0, 1, 11, 15, 5, 0x08, 2, 10},
-		// Unknown waits on every descriptor
+		// KnownNothing waits on every descriptor
 		{0, 5, 0x08, 0, 10, 5, 0x09, 0, 10, 5, 0x0a, 0, 10, 5, 0x23, 0, 10, 5, 0x0c, 0, 10, 11, 15},
 		// stale events after forget, hang-up, many timers with ties
 		{1, 5, 0x08, 1, 100, 7, 0x10, 1, 9, 0, 7, 0x00, 0xf, 11, 15, 1, 100, 1, 100, 1, 101, 1, 70, 10, 3, 11, 15, 11, 15},

@@ -35,7 +35,7 @@ func udpRefused(t *testing.T) int {
 func TestHangupIsNotSticky(t *testing.T) {
 	realDrivers(t, func(t *testing.T, s *Scheduler) {
 		fd := udpRefused(t)
-		tok, got, err := s.WaitFD(fd, R, -1, Unknown)
+		tok, got, err := s.WaitFD(fd, R, -1, KnownNothing)
 		require.NoError(t, err)
 		require.NotZero(t, tok, "nothing to read yet: %v", got)
 		_, err = unix.Write(fd, []byte("ping"))
@@ -47,14 +47,14 @@ func TestHangupIsNotSticky(t *testing.T) {
 		_, err = unix.Read(fd, b[:])
 		require.Equal(t, unix.ECONNREFUSED, err, "the ICMP error was not reported")
 
-		tok, got, err = s.WaitFD(fd, R, 100*time.Millisecond, NotReady)
+		tok, got, err = s.WaitFD(fd, R, 100*time.Millisecond, KnownNotReady)
 		require.NoError(t, err)
 		require.NotZero(t, tok, "a wait after the consumed error finished at once with %v", got)
 		cs = pollUntil(t, s, 1, 5*time.Second)
 		assert.Equal(t, []Completion{{tok, ResultTimedOut}}, cs, "the wait should have timed out")
 
 		// still watched: a later error edge wakes a new waiter
-		tok, _, err = s.WaitFD(fd, R, -1, NotReady)
+		tok, _, err = s.WaitFD(fd, R, -1, KnownNotReady)
 		require.NoError(t, err)
 		require.NotZero(t, tok)
 		_, err = unix.Write(fd, []byte("again"))
@@ -72,14 +72,14 @@ func TestLastingHangupFinishesWaitsAtOnce(t *testing.T) {
 		var p [2]int
 		require.NoError(t, unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
 		defer unix.Close(p[0])
-		tok, _, err := s.WaitFD(p[0], R, -1, Unknown)
+		tok, _, err := s.WaitFD(p[0], R, -1, KnownNothing)
 		require.NoError(t, err)
 		require.NotZero(t, tok)
 		unix.Close(p[1])
 		cs := pollUntil(t, s, 1, 5*time.Second)
 		require.Len(t, cs, 1)
 		for i := 0; i < 3; i++ {
-			tok, got, err := s.WaitFD(p[0], R, -1, NotReady)
+			tok, got, err := s.WaitFD(p[0], R, -1, KnownNotReady)
 			require.NoError(t, err)
 			assert.Zero(t, tok)
 			assert.Equal(t, R, got)

@@ -58,7 +58,7 @@ func pollUntil(t *testing.T, s *Scheduler, n int, within time.Duration) []Comple
 func TestRealWriteCompletesWaiter(t *testing.T) {
 	realDrivers(t, func(t *testing.T, s *Scheduler) {
 		a, b := socketpair(t)
-		tok, got, err := s.WaitFD(a, R, -1, Unknown)
+		tok, got, err := s.WaitFD(a, R, -1, KnownNothing)
 		require.NoError(t, err)
 		require.NotZero(t, tok, "nothing to read yet: %v", got)
 
@@ -74,8 +74,8 @@ func TestRealWriteCompletesWaiter(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "hello", string(buf[:n]))
 
-		// Drained: parks again, and the next write completes it.
-		tok, _, err = s.WaitFD(a, R, -1, Drained)
+		// KnownDrained: parks again, and the next write completes it.
+		tok, _, err = s.WaitFD(a, R, -1, KnownDrained)
 		require.NoError(t, err)
 		require.NotZero(t, tok)
 		_, err = unix.Write(b, []byte("again"))
@@ -87,11 +87,11 @@ func TestRealWriteCompletesWaiter(t *testing.T) {
 func TestRealPipeWritableAndReadable(t *testing.T) {
 	realDrivers(t, func(t *testing.T, s *Scheduler) {
 		r, w := pipe(t)
-		_, got, err := s.WaitFD(w, W, -1, Unknown)
+		_, got, err := s.WaitFD(w, W, -1, KnownNothing)
 		require.NoError(t, err)
 		assert.Equal(t, W, got, "an empty pipe is writable at once")
 
-		tok, _, err := s.WaitFD(r, R, time.Minute, NotReady)
+		tok, _, err := s.WaitFD(r, R, time.Minute, KnownNotReady)
 		require.NoError(t, err)
 		require.NotZero(t, tok)
 		_, err = unix.Write(w, []byte{1})
@@ -104,7 +104,7 @@ func TestRealPipeWritableAndReadable(t *testing.T) {
 func TestRealHangupCompletesWaiter(t *testing.T) {
 	realDrivers(t, func(t *testing.T, s *Scheduler) {
 		a, b := socketpair(t)
-		tok, _, err := s.WaitFD(a, R, -1, NotReady)
+		tok, _, err := s.WaitFD(a, R, -1, KnownNotReady)
 		require.NoError(t, err)
 		require.NotZero(t, tok)
 		require.NoError(t, unix.Shutdown(b, unix.SHUT_RDWR))
@@ -113,7 +113,7 @@ func TestRealHangupCompletesWaiter(t *testing.T) {
 		assert.Equal(t, tok, cs[0].Token)
 		assert.Equal(t, int64(R), cs[0].Result)
 		// Later waits finish at once.
-		_, got, err := s.WaitFD(a, R, -1, NotReady)
+		_, got, err := s.WaitFD(a, R, -1, KnownNotReady)
 		require.NoError(t, err)
 		assert.Equal(t, R, got)
 	})
@@ -199,7 +199,7 @@ func TestRealTimerBlocksUntilDeadline(t *testing.T) {
 func TestRealForgetFDAndReuse(t *testing.T) {
 	realDrivers(t, func(t *testing.T, s *Scheduler) {
 		r, w := pipe(t)
-		tok, _, err := s.WaitFD(r, R, -1, NotReady)
+		tok, _, err := s.WaitFD(r, R, -1, KnownNotReady)
 		require.NoError(t, err)
 		require.NotZero(t, tok)
 		require.NoError(t, s.ForgetFD(r))
@@ -209,7 +209,7 @@ func TestRealForgetFDAndReuse(t *testing.T) {
 		a, b := socketpair(t)
 		require.NoError(t, unix.Dup3(a, r, unix.O_CLOEXEC))
 		_ = w
-		tok, _, err = s.WaitFD(r, R, -1, NotReady)
+		tok, _, err = s.WaitFD(r, R, -1, KnownNotReady)
 		require.NoError(t, err)
 		require.NotZero(t, tok)
 		_, err = unix.Write(b, []byte("z"))

@@ -19,7 +19,7 @@ import (
 //	released   (slotFree)                   freed by the poll after its delivery
 //
 // Only "reaped" ends the kernel's use of the memory: the slot (and the
-// shim's pin of the memory's owner) lives until then, whatever happens to
+// extension's pin of the memory's owner) lives until then, whatever happens to
 // the waiting fiber. Cancel of an op slot makes it an orphan, freed at its
 // completion without delivery.
 
@@ -112,7 +112,7 @@ func (s *Scheduler) OpsInFlight() int {
 // (Drain hands them out). It returns how many are still in flight: the
 // memory of those must stay valid. Errors: driver.ErrForeignThread (call it
 // from the thread that runs the scheduler), EINTR (run interrupts, call
-// again). A shim that is about to release the memory of every operation
+// again). An extension that is about to release the memory of every operation
 // (closing the scheduler) calls this until it returns 0.
 func (s *Scheduler) DrainOps(timeout time.Duration) (int, error) {
 	if s.comp == nil || s.closed {

@@ -99,7 +99,7 @@ func TestOpsLifecycle(t *testing.T) {
 }
 
 // Issue 13 item 4: DrainOps ends every operation in flight (cancelled)
-// before it returns 0, so that the shim may release their memory; the
+// before it returns 0, so that the extension may release their memory; the
 // completions still reach their waits.
 func TestDrainOpsBeforeRelease(t *testing.T) {
 	s := opsScheduler(t)

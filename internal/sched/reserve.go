@@ -70,9 +70,6 @@ func (s *Scheduler) BindPark(tok Token) bool {
 	return true
 }
 
-// Reserved is how many reserved slots are neither bound nor cancelled.
-func (s *Scheduler) Reserved() int { return s.reserved }
-
 // readyOnError is what a bound wait that failed reports: the events asked
 // for (never 0, which would read as a timeout), so that the fiber's next
 // call runs and reports the error itself.

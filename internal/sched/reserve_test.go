@@ -11,6 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Reserved is how many reserved slots are neither bound nor cancelled
+// (tests only: the extension never asks).
+func (s *Scheduler) Reserved() int { return s.reserved }
+
 func (h *harness) reserve() Token {
 	h.t.Helper()
 	tok, err := h.s.Reserve()
@@ -34,26 +38,26 @@ func TestBindFDWaitsLikeWaitFD(t *testing.T) {
 	forBoth(t, func(t *testing.T, persistent bool) {
 		h := newHarness(t, persistent)
 		tok := h.reserve()
-		require.True(t, h.s.BindFD(tok, 4, R, NotReady))
+		require.True(t, h.s.BindFD(tok, 4, R, KnownNotReady))
 		h.check()
 		assert.Equal(t, 0, h.s.Reserved())
 		assert.Equal(t, 1, h.s.Stats().PendingWaits)
 		assert.Empty(t, h.poll())
 		h.drv.Script(h.event(4, R))
 		assert.Equal(t, []Completion{{tok, int64(R)}}, h.poll())
-		assert.False(t, h.s.BindFD(tok, 4, R, NotReady), "bound once only")
+		assert.False(t, h.s.BindFD(tok, 4, R, KnownNotReady), "bound once only")
 	})
 }
 
 func TestBindFDReadyAtOnceFinishesInTheNextPoll(t *testing.T) {
 	h := newHarness(t, true)
 	// an edge that arrived with nobody waiting is cached
-	tok := h.waitFD(4, R, -1, NotReady)
+	tok := h.waitFD(4, R, -1, KnownNotReady)
 	require.True(t, h.s.Cancel(tok))
 	h.drv.Script(h.event(4, R))
 	assert.Empty(t, h.poll())
 	res := h.reserve()
-	require.True(t, h.s.BindFD(res, 4, R, Drained))
+	require.True(t, h.s.BindFD(res, 4, R, KnownDrained))
 	h.check()
 	assert.Equal(t, []Completion{{res, int64(R)}}, h.poll())
 }
@@ -64,26 +68,26 @@ func TestBindFDAfterCancelIsSkipped(t *testing.T) {
 	require.True(t, h.s.Cancel(tok))
 	h.check()
 	assert.Equal(t, 0, h.s.Reserved())
-	assert.False(t, h.s.BindFD(tok, 4, R, NotReady))
+	assert.False(t, h.s.BindFD(tok, 4, R, KnownNotReady))
 	assert.Empty(t, h.drv.arms(), "nothing armed for a cancelled wait")
 	// the slot is reused with a new generation: the old token stays dead
 	again := h.reserve()
 	assert.Equal(t, tok.Slot(), again.Slot())
-	assert.False(t, h.s.BindFD(tok, 4, R, NotReady))
-	assert.False(t, h.s.BindFD(h.park(-1), 4, R, NotReady), "a plain park is not reserved")
+	assert.False(t, h.s.BindFD(tok, 4, R, KnownNotReady))
+	assert.False(t, h.s.BindFD(h.park(-1), 4, R, KnownNotReady), "a plain park is not reserved")
 }
 
 func TestBindFDFailures(t *testing.T) {
 	h := newHarness(t, true)
 	h.drv.armErr[5] = syscall.EBADF
 	closed := h.reserve()
-	require.True(t, h.s.BindFD(closed, 5, W, NotReady))
+	require.True(t, h.s.BindFD(closed, 5, W, KnownNotReady))
 	h.drv.armErr[6] = errors.New("boom")
 	other := h.reserve()
-	require.True(t, h.s.BindFD(other, 6, W, NotReady))
+	require.True(t, h.s.BindFD(other, 6, W, KnownNotReady))
 	h.drv.notPollable[7] = true
 	file := h.reserve()
-	require.True(t, h.s.BindFD(file, 7, R, NotReady))
+	require.True(t, h.s.BindFD(file, 7, R, KnownNotReady))
 	h.check()
 	assert.Equal(t, []Completion{{closed, ResultClosed}, {other, int64(W)}, {file, int64(R)}}, h.poll())
 }
@@ -91,7 +95,7 @@ func TestBindFDFailures(t *testing.T) {
 func TestForgetFDWakesBoundWaits(t *testing.T) {
 	h := newHarness(t, true)
 	tok := h.reserve()
-	require.True(t, h.s.BindFD(tok, 4, R, NotReady))
+	require.True(t, h.s.BindFD(tok, 4, R, KnownNotReady))
 	require.NoError(t, h.s.ForgetFD(4))
 	assert.Equal(t, []Completion{{tok, ResultClosed}}, h.poll())
 }
@@ -108,7 +112,7 @@ func TestReservedParkIsWokenBeforeOrAfterBindPark(t *testing.T) {
 	h.check()
 	assert.Equal(t, 0, h.s.Reserved())
 	assert.False(t, h.s.BindPark(after), "woken before its bind: nothing left to bind")
-	assert.False(t, h.s.BindFD(after, 4, R, NotReady))
+	assert.False(t, h.s.BindFD(after, 4, R, KnownNotReady))
 	require.True(t, h.s.Wake(before))
 	assert.Equal(t, []Completion{{after, ResultWoken}, {before, ResultWoken}}, h.poll())
 	assert.Equal(t, 0, h.s.Stats().PendingWaits)
@@ -117,7 +121,7 @@ func TestReservedParkIsWokenBeforeOrAfterBindPark(t *testing.T) {
 func TestBoundFDWaitIsNotWoken(t *testing.T) {
 	h := newHarness(t, true)
 	tok := h.reserve()
-	require.True(t, h.s.BindFD(tok, 4, R, NotReady))
+	require.True(t, h.s.BindFD(tok, 4, R, KnownNotReady))
 	assert.False(t, h.s.Wake(tok), "Wake is for parks, not descriptor waits")
 	h.check()
 }
@@ -156,7 +160,7 @@ func FuzzReserved(f *testing.F) {
 				toks = append(toks, n)
 			case 1:
 				fd := 4 + int(arg%3)
-				got := h.s.BindFD(tok, fd, R, NotReady)
+				got := h.s.BindFD(tok, fd, R, KnownNotReady)
 				if w != nil {
 					assert.Equal(t, !w.bound && !w.woken && !w.cancelled && !w.done, got)
 					if got {

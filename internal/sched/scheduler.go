@@ -246,15 +246,15 @@ func (s *Scheduler) prepareFD(fd int, events Events, known Readiness) (Events, e
 		return driver.Readable, nil
 	}
 	switch known {
-	case NotReady:
+	case KnownNotReady:
 		st.ready &^= events
 		st.notReady |= events
-	case Drained, Unknown:
+	case KnownDrained, KnownNothing:
 		if got := st.ready & events; got != 0 {
 			st.ready &^= got
 			return got, nil
 		}
-		if known == Unknown && st.notReady&events != events {
+		if known == KnownNothing && st.notReady&events != events {
 			got, hungUp, err := ProbeFD(fd, events)
 			if err != nil {
 				return 0, err
@@ -458,10 +458,6 @@ func (s *Scheduler) blockFor(now int64) time.Duration {
 	return time.Duration(s.slots.slots[i].deadline - now)
 }
 
-// EventBuffer is where the driver's Wait stores events between BeginPoll
-// and EndPoll.
-func (s *Scheduler) EventBuffer() []driver.Event { return s.events }
-
 // EndPoll applies the events the driver returned, the operations it
 // completed, and fires timers that became due while it blocked.
 func (s *Scheduler) EndPoll(events []driver.Event) {
@@ -601,7 +597,7 @@ type Stats struct {
 	Timers        int    // waits with a deadline
 	RegisteredFDs int    // descriptors the driver watches (or has operations in flight on)
 	Iterations    uint64 // loop iterations (polls)
-	Completed     uint64 // waits handed back to the shim
+	Completed     uint64 // waits handed back to the extension
 	KernelCalls   uint64 // system calls the driver made (0 when it does not count them)
 	URingEnters   uint64 // of which io_uring_enter
 }
@@ -623,7 +619,7 @@ func (s *Scheduler) Stats() Stats {
 	}
 }
 
-// Close releases the driver. Pending waits are dropped: the shim resumes or
+// Close releases the driver. Pending waits are dropped: the extension resumes or
 // abandons their fibers itself.
 func (s *Scheduler) Close() error {
 	if s.closed {

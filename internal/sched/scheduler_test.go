@@ -20,6 +20,10 @@ const (
 	H = driver.Hangup
 )
 
+// EventBuffer is where the driver's Wait stores events between BeginPoll
+// and EndPoll, for a test that drives a poll by hand (Poll uses it itself).
+func (s *Scheduler) EventBuffer() []driver.Event { return s.events }
+
 type harness struct {
 	t     *testing.T
 	s     *Scheduler
@@ -482,7 +486,7 @@ func TestDeliveredSlotNotReusedBeforeNextPoll(t *testing.T) {
 	b := h.yield()
 	require.Equal(t, []Token{a, b}, tokens(h.poll()))
 	assert.Equal(t, 0, h.s.Stats().PendingWaits)
-	assert.Equal(t, 2, h.s.slots.inUse, "delivered slots stay allocated for the shim")
+	assert.Equal(t, 2, h.s.slots.inUse, "delivered slots stay allocated for the extension")
 
 	// The resumed fibers park again before the next poll: they must get new slots.
 	c := h.park(-1)
@@ -531,9 +535,9 @@ func TestStatsCounts(t *testing.T) {
 	a := h.park(time.Second)
 	h.park(-1)
 	h.yield()
-	h.waitFD(5, R, time.Second, NotReady)
-	h.waitFD(6, W, -1, NotReady)
-	h.waitFD(6, R, -1, NotReady)
+	h.waitFD(5, R, time.Second, KnownNotReady)
+	h.waitFD(6, W, -1, KnownNotReady)
+	h.waitFD(6, R, -1, KnownNotReady)
 	assert.Equal(t, Stats{PendingWaits: 6, ReadyWaits: 1, Timers: 2, RegisteredFDs: 2}, h.s.Stats())
 	require.True(t, h.s.Wake(a))
 	assert.Equal(t, Stats{PendingWaits: 6, ReadyWaits: 2, Timers: 1, RegisteredFDs: 2}, h.s.Stats())
@@ -563,7 +567,7 @@ func TestClose(t *testing.T) {
 	assert.ErrorIs(t, err, ErrClosed)
 	_, err = h.s.Yield()
 	assert.ErrorIs(t, err, ErrClosed)
-	_, _, err = h.s.WaitFD(3, R, -1, Unknown)
+	_, _, err = h.s.WaitFD(3, R, -1, KnownNothing)
 	assert.ErrorIs(t, err, ErrClosed)
 	assert.ErrorIs(t, h.s.ForgetFD(3), ErrClosed)
 	_, err = h.s.Poll(make([]Completion, 1), -1, nil)

@@ -1,6 +1,6 @@
 // Package sched is farce's scheduler core: waits named by tokens, a FIFO
 // ready queue, timers, per-descriptor waiter lists with cached readiness, and
-// statistics. It knows nothing of Ruby: the C shim maps tokens to fibers.
+// statistics. It knows nothing of Ruby: the C extension maps tokens to fibers.
 //
 // A Scheduler is used by one thread at a time (the export layer serialises
 // access); only its driver's Wake may be called concurrently.
@@ -16,7 +16,7 @@ type Token uint64
 
 func makeToken(slot uint32, gen uint32) Token { return Token(uint64(gen)<<32 | uint64(slot)) }
 
-// Slot is the index of the wait's slot; the shim keeps its fiber there.
+// Slot is the index of the wait's slot; the extension keeps its fiber there.
 func (t Token) Slot() uint32 { return uint32(t) }
 
 // Gen is the generation of the slot when the wait began.
@@ -32,7 +32,7 @@ const (
 	ResultClosed   int64 = -1 // the descriptor was closed or handed to a new owner
 )
 
-// Completion is a finished wait handed back to the shim.
+// Completion is a finished wait handed back to the extension.
 type Completion struct {
 	Token  Token
 	Result int64

@@ -12,12 +12,12 @@ module Farce
   # IO.popen("-"); in the child this removes the inert scheduler from the
   # forking thread, so the child's code does plain blocking I/O, and
   # Farce.run or Farce::Scheduler.new in it get a fresh copy of the core.
-  # The Ruby core counts fork generations here too (RubyCore.forked).
+  # The Ruby loop counts fork generations here too (RubyLoop.forked).
   module AfterFork
     def _fork
       pid = super
       if pid.zero?
-        RubyCore.forked
+        RubyLoop.forked
         Farce.__forget_inherited_scheduler
       end
       pid

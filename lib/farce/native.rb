@@ -9,7 +9,8 @@
 # When the extension is not there (gem installed without Go, on an OS the
 # native core does not support, or its build failed: ext/farce/extconf.rb
 # then installs farce/native_status.rb saying why), farce runs on its
-# pure-Ruby core (lib/farce/ruby_core.rb) and Native.unavailable says why.
+# Ruby loop (the pure-Ruby fallback, lib/farce/ruby_loop.rb) and
+# Native.unavailable says why.
 module Farce
   # The backend a scheduler or selector uses when none is named: FARCE_BACKEND,
   # else :auto. The one place the variable is read (the selector's C asks here).
@@ -18,7 +19,8 @@ module Farce
     name.empty? ? :auto : name.to_sym
   end
 
-  # Which core Farce::Scheduler.new may use.
+  # Whether Farce::Scheduler.new may use the native extension (and its Go
+  # core) or runs on the Ruby loop.
   module Native
     @unavailable = nil
 
@@ -30,7 +32,7 @@ module Farce
         @unavailable.nil?
       end
 
-      # FARCE_REQUIRE_NATIVE=1: never fall back to the Ruby core.
+      # FARCE_REQUIRE_NATIVE=1: never fall back to the Ruby loop.
       def required?
         value = ENV.fetch("FARCE_REQUIRE_NATIVE", "")
         !value.empty? && value != "0"
@@ -40,12 +42,12 @@ module Farce
         @unavailable = reason
       end
 
-      # Why a scheduler asked for backend `name` runs on the Ruby core
+      # Why a scheduler asked for backend `name` runs on the Ruby loop
       # before the native one is tried, or nil to try the native core.
-      # Raises Farce::Error when the Ruby core must not be used.
-      def ruby_core_reason(name, explicit:)
+      # Raises Farce::Error when the Ruby loop must not be used.
+      def fallback_reason(name, explicit:)
         if name == :ruby
-          return explicit ? "backend: :ruby asked for the Ruby core" : "FARCE_BACKEND=ruby asked for the Ruby core"
+          return explicit ? "backend: :ruby asked for the Ruby loop" : "FARCE_BACKEND=ruby asked for the Ruby loop"
         end
         return nil if loaded?
 
@@ -57,11 +59,11 @@ module Farce
       end
 
       # After the native core failed with `error`: why the scheduler runs on
-      # the Ruby core instead, or nil to raise error. Only a core that could
+      # the Ruby loop instead, or nil to raise error. Only a core that could
       # not be loaded (missing or broken library, a forked child of a
       # process whose Go runtime had started) is replaced, and only for :auto;
       # a driver that fails in a loaded core (EMFILE...) is the caller's error.
-      def ruby_core_reason_after(name, error)
+      def fallback_reason_after(name, error)
         return nil unless name == :auto && !Farce.core_loaded?
 
         refuse(error.message) if required?
@@ -72,30 +74,30 @@ module Farce
 
       # A fallback nobody asked for is said once per process, on stderr: a
       # broken build must not hide behind a silent slow path. Choosing the
-      # Ruby core (FARCE_BACKEND=ruby) silences it.
+      # Ruby loop (FARCE_BACKEND=ruby) silences it.
       def announce(reason)
         unless @announced
           @announced = true
-          warn "farce: running on the pure-Ruby core (several times slower than the native core): #{reason} " \
+          warn "farce: running on the pure-Ruby loop (several times slower than the native core): #{reason} " \
                "(FARCE_BACKEND=ruby chooses it and silences this; FARCE_REQUIRE_NATIVE=1 makes it an error)"
         end
         reason
       end
 
       def refuse(reason)
-        raise Farce::Error, "#{reason} (FARCE_REQUIRE_NATIVE is set: farce does not fall back to its Ruby core)"
+        raise Farce::Error, "#{reason} (FARCE_REQUIRE_NATIVE is set: farce does not fall back to its Ruby loop)"
       end
     end
   end
 end
 
 begin
-  require "farce/#{RUBY_VERSION[/\A\d+\.\d+/]}/farce_shim"
+  require "farce/#{RUBY_VERSION[/\A\d+\.\d+/]}/farce_ext"
 rescue LoadError
   begin
-    require "farce/farce_shim"
+    require "farce/farce_ext"
   rescue LoadError => e
-    built_for = Dir[File.join(__dir__, "[0-9]*.[0-9]*", "farce_shim.so")].map { |f| File.basename(File.dirname(f)) }.sort
+    built_for = Dir[File.join(__dir__, "[0-9]*.[0-9]*", "farce_ext.so")].map { |f| File.basename(File.dirname(f)) }.sort
     status = begin
       require "farce/native_status" # written by extconf.rb when it skipped the native build
       Farce::Native::BUILD_SKIPPED
@@ -112,7 +114,7 @@ rescue LoadError
           "C compiler): `gem install farce --platform ruby` (or `rake compile` in a checkout)"
       end
     Farce::Native.mark_unavailable(status)
-    # What the extension would have defined, for the Ruby core.
+    # What the extension would have defined, for the Ruby loop.
     module Farce
       class Error < StandardError; end
 

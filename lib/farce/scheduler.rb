@@ -3,19 +3,19 @@
 require "socket"
 require_relative "worker_pool"
 require_relative "select"
-require_relative "ruby_core"
-require_relative "ruby_core/hooks"
+require_relative "ruby_loop"
+require_relative "ruby_loop/hooks"
 require_relative "stall"
 require_relative "unwind"
 
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
   # (io_wait, io_read, io_write, kernel_sleep, block, unblock, run) are
-  # implemented in C (ext/farce/fiber_scheduler.c over the loop core shared
+  # implemented in C (ext/farce/fiber_scheduler.c over the loop shared
   # with the io-event selector); the rarely called ones live here.
   # All of them are public methods that a subclass may override and `super`.
-  # Without the native core, the same methods run on farce's pure-Ruby core
-  # (lib/farce/ruby_core.rb); `backend` is then :ruby.
+  # Without the native core, the same methods run on farce's pure-Ruby loop
+  # (lib/farce/ruby_loop.rb); `backend` is then :ruby.
   class Scheduler
     include StallReporting
     include Unwinding
@@ -33,7 +33,7 @@ module Farce
 
     # backend: :auto picks the best available driver (see #fallback_reason),
     # or name one of Farce.backends (what this system's core offers), or :ruby
-    # (the pure-Ruby core). Farce.backend_from_environment (FARCE_BACKEND, else
+    # (the pure-Ruby loop). Farce.backend_from_environment (FARCE_BACKEND, else
     # :auto) is the default.
     #
     # worker_threads, worker_queue: size of the pool of Ruby threads that
@@ -82,18 +82,18 @@ module Farce
     # The pool of worker threads (see WorkerPool).
     attr_reader :worker_pool
 
-    # The native core when it loads, else the Ruby core (see Native.ruby_core_reason).
+    # The native core when it loads, else the Ruby loop (see Native.fallback_reason).
     private def open_core(name, explicit:)
-      reason = Native.ruby_core_reason(name, explicit: explicit)
+      reason = Native.fallback_reason(name, explicit: explicit)
       unless reason
         begin
           return __open(name.to_s) # an unknown name is an ArgumentError naming the choices
         rescue Farce::Error => e
-          reason = Native.ruby_core_reason_after(name, e) || raise
+          reason = Native.fallback_reason_after(name, e) || raise
         end
       end
-      RubyCore.install
-      @ruby_core = RubyCore.new(reason)
+      RubyLoop.install
+      @ruby_loop = RubyLoop.new(reason)
       nil
     end
 

@@ -36,7 +36,7 @@ module Farce
   end
 
   # Stall detection for both front ends (Farce::Scheduler and the io-event
-  # selector): the C loop core calls __report_stall when a turn that the
+  # selector): the C loop calls __report_stall when a turn that the
   # core's watchdog saw stall ends (ext/farce/stall.c).
   module StallReporting
     # The callable that gets each StallReport (default: DEFAULT_ON_STALL).

@@ -8,7 +8,7 @@
 # classes instead of the reference ones.
 #
 # Every class here is Farce::Scheduler with farce's own hooks, on the backend
-# FARCE_BACKEND names (the Ruby core with FARCE_BACKEND=ruby). What the
+# FARCE_BACKEND names (the Ruby loop with FARCE_BACKEND=ruby). What the
 # reference file adds for the tests maps onto farce's public API:
 #
 # - Scheduler, IOBufferScheduler: Farce::Scheduler itself. The reference

@@ -25,7 +25,7 @@ typedef struct farce_completion {
 #define FARCE_RESULT_CLOSED (-1)
 
 /* readiness the caller knows about a descriptor (internal/sched.Readiness) */
-#define FARCE_KNOWN_UNKNOWN 0
+#define FARCE_KNOWN_NOTHING 0
 #define FARCE_KNOWN_NOT_READY 1
 #define FARCE_KNOWN_DRAINED 2
 

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 module Farce
-  class RubyCore
+  class RubyLoop
     # The loop: run, one iteration (resume what is ready, drain the inbox, deliver interrupts),
     # the IO.select over every parked IO, timers firing and the close scan.
 
@@ -159,7 +159,7 @@ module Farce
           due = target.timer&.deadline
           target.timer = nil
           make_ready(target, :timed_out)
-          target.ready_at = due if due && @wakeups_kept # wake-up latency counts from the due time, as the native core's
+          target.ready_at = due if due && @wakeups_kept # wake-up latency counts from the due time, as the native loop's
         end
       end
     end

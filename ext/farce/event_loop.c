@@ -1,11 +1,11 @@
 /*
- * The loop core's lifetime, its poll and dispatch, and the hooks both front
- * ends answer the same way (io_close, stats); see loop_core.h.
+ * The loop's lifetime, its poll and dispatch, and the hooks both front
+ * ends answer the same way (io_close, stats); see event_loop.h.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "loop_core.h"
+#include "event_loop.h"
 
 /* ---- errors ------------------------------------------------------------------ */
 
@@ -61,8 +61,8 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     VALUE from_environment = Qnil;
     if (!backend) {
         /* FARCE_BACKEND is read in one place, Farce.backend_from_environment
-         * (lib/farce/native.rb), since the Ruby core's choice needs it too.
-         * Only a selector gets here without a name, and it has no Ruby core:
+         * (lib/farce/native.rb), since the Ruby loop's choice needs it too.
+         * Only a selector gets here without a name, and it has no Ruby loop:
          * :ruby means the best native backend there. */
         from_environment = rb_sym2str(rb_funcall(rb_define_module("Farce"), rb_intern("backend_from_environment"), 0));
         backend = strcmp(RSTRING_PTR(from_environment), "ruby") == 0 ? "auto" : StringValueCStr(from_environment);
@@ -83,7 +83,7 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     l->backend = ID2SYM(rb_intern(name));
     l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
     l->ops = farce_core_ops_supported(l->core, h);
-    if (l->ops) farce_op_pins_register(&l->pins, &l->waits, &l->nwaits, &l->ops_in_flight);
+    if (l->ops) farce_inflight_ops_register(&l->inflight_ops, &l->waits, &l->nwaits, &l->ops_in_flight);
     if (l->stall.threshold_ns > 0) farce_loop_watch_stalls(l, l->stall.threshold_ns); /* asked for before the start */
     RB_GC_GUARD(from_environment); /* backend points into it until here */
 }
@@ -181,12 +181,12 @@ void farce_loop_mark(farce_loop *l)
     for (long i = 0; i < l->nqueued_ops; i++) rb_gc_mark(l->queued_ops[i].io);
 }
 
-/* ---- completion operations' memory (the keeper: op_pins.c) ------------------- */
+/* ---- completion operations' memory (the keeper: inflight_ops.c) ------------------- */
 
 int farce_loop_drain_ops(farce_loop *l, int check_ints)
 {
     if (!l->ops || !l->handle || farce_loop_inert(l)) return 1;
-    return farce_op_pins_drain(l->core, l->handle, &l->wake_fd, check_ints) == 0;
+    return farce_inflight_ops_drain(l->core, l->handle, &l->wake_fd, check_ints) == 0;
 }
 
 void farce_loop_stop_ops(farce_loop *l)
@@ -202,10 +202,10 @@ void farce_loop_stop_ops(farce_loop *l)
  * in flight (the keeper marks its pins), go to the orphans. */
 static void loop_orphan(farce_loop *l)
 {
-    farce_op_pins_unregister(&l->pins);
+    farce_inflight_ops_unregister(&l->inflight_ops);
     if (!l->handle || farce_loop_inert(l)) return;
     int moves = l->ops_in_flight > 0; /* the table goes with it */
-    if (farce_op_pins_orphan(l->core, l->handle, l->fork_generation, l->wake_fd, moves ? l->waits : NULL,
+    if (farce_inflight_ops_orphan(l->core, l->handle, l->fork_generation, l->wake_fd, moves ? l->waits : NULL,
                              moves ? l->nwaits : 0) != 0) {
         /* out of memory in a free function: leak the handle, and the
          * table if the kernel still uses its buffers (never a free) */
@@ -267,7 +267,7 @@ void farce_loop_op_room(farce_loop *l)
 }
 
 /* Cancels each operation queued since the last poll whose IO was closed or
- * no longer has the descriptor it was queued on (loop_core.h). The caller
+ * no longer has the descriptor it was queued on (event_loop.h). The caller
  * polls next, with the GVL still held: that poll submits the others. */
 static void check_queued_ops(farce_loop *l)
 {
@@ -406,7 +406,7 @@ void farce_loop_wake(farce_loop *l, uint64_t token)
  * and GC, which no turn can split; farce spawning twice as fast as Async
  * puts twice as many timers due inside each of those pauses.
  */
-void farce_loop_give_turn_done(farce_loop *l)
+static void give_turn_without_usable_check(farce_loop *l)
 {
     if (l->front->give_turn(l)) l->turns.given++;
     /* where the front end could not give one (see its give_turn), the
@@ -416,7 +416,7 @@ void farce_loop_give_turn_done(farce_loop *l)
 
 void farce_loop_give_turn(farce_loop *l)
 {
-    farce_loop_give_turn_done(l);
+    give_turn_without_usable_check(l);
     /* closed meanwhile (by a fiber the turn ran, or from another thread,
      * handed to the loop): the hook that asked cannot go on */
     farce_loop_check_usable(l);

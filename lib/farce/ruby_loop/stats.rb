@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 module Farce
-  class RubyCore
-    # The Ruby core's stats: the same keys as the native scheduler's #stats.
+  class RubyLoop
+    # The Ruby loop's stats: the same keys as the native scheduler's #stats.
 
     def stats
       usable!

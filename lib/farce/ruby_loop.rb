@@ -1,14 +1,14 @@
 # frozen_string_literal: true
 
-require_relative "ruby_core/timers"
-require_relative "ruby_core/latency"
-require_relative "ruby_core/stats"
-require_relative "ruby_core/turns"
-require_relative "ruby_core/stall_watchdog"
-require_relative "ruby_core/waits"
-require_relative "ruby_core/event_loop"
-require_relative "ruby_core/parking"
-require_relative "ruby_core/transfer"
+require_relative "ruby_loop/timers"
+require_relative "ruby_loop/latency"
+require_relative "ruby_loop/stats"
+require_relative "ruby_loop/turns"
+require_relative "ruby_loop/stall_watchdog"
+require_relative "ruby_loop/waits"
+require_relative "ruby_loop/event_loop"
+require_relative "ruby_loop/parking"
+require_relative "ruby_loop/transfer"
 
 module Farce
   # Whether Ruby calls io_read/io_write(io, buffer, offset, length), one
@@ -21,33 +21,33 @@ module Farce
     SINGLE_TRANSFER_HOOKS = IO::Buffer.const_defined?(:VERSION) && IO::Buffer::VERSION >= 3
   end
 
-  # farce's pure-Ruby core: the event loop a Farce::Scheduler uses when the
+  # farce's Ruby loop (the pure-Ruby fallback): the event loop a Farce::Scheduler uses when the
   # native (Go) core is not there (no Go at install, an unsupported OS, a
   # failed build, a forked child whose reload of the Go core was refused) or when
-  # `backend: :ruby` asks for it. It keeps the native core's contract (see
-  # ext/farce/fiber_scheduler.c over the loop core): the same hooks, results, stats keys and errors, with
+  # `backend: :ruby` asks for it. It keeps the native loop's contract (see
+  # ext/farce/fiber_scheduler.c over the loop): the same hooks, results, stats keys and errors, with
   # IO.select as the kernel wait.
   #
-  # One RubyCore belongs to one scheduler; Hooks (ruby_core/hooks.rb) routes
-  # the scheduler's core methods to it.
+  # One RubyLoop belongs to one scheduler; Hooks (ruby_loop/hooks.rb) routes
+  # the scheduler's hook methods to it.
   #
   # This file holds its state, its lifecycle (new, closed?, release) and the
-  # bookkeeping scheduler.rb calls; the rest is in ruby_core/, one purpose a file:
+  # bookkeeping scheduler.rb calls; the rest is in ruby_loop/, one purpose a file:
   # waits.rb (the hooks that wait), transfer.rb (io_read/io_write and the
   # blocking fiber), parking.rb, event_loop.rb, turns.rb, stall_watchdog.rb,
   # stats.rb, timers.rb, latency.rb, hooks.rb.
-  class RubyCore
-    # The hook forms the Ruby core answers (Hooks): Farce::SINGLE_TRANSFER_HOOKS.
+  class RubyLoop
+    # The hook forms the Ruby loop answers (Hooks): Farce::SINGLE_TRANSFER_HOOKS.
     SINGLE_TRANSFER = Farce::SINGLE_TRANSFER_HOOKS
     # How often parked IOs are checked for having been closed (Ruby before
-    # 4.0 has no close hook), as the native core's close scan.
+    # 4.0 has no close hook), as the native loop's close scan.
     CLOSE_SCAN = 0.05
-    # Forever, for IO.select, as the native core treats huge timeouts.
+    # Forever, for IO.select, as the native loop treats huge timeouts.
     FOREVER = 9.0e9
     WAKE = "!"
     EVENTS = IO::READABLE | IO::PRIORITY | IO::WRITABLE
 
-    # One fiber parked in one of this core's waits. state: :parked, then
+    # One fiber parked in one of this loop's waits. state: :parked, then
     # :ready (queued to be resumed with `value`), then :finished.
     class Wait
       attr_reader :fiber, :io, :events, :unblockable
@@ -70,7 +70,7 @@ module Farce
 
     def initialize(fallback_reason)
       @fallback_reason = fallback_reason
-      @fork_generation = RubyCore.fork_generation
+      @fork_generation = RubyLoop.fork_generation
       @thread = Thread.current
       @running = false
       @open = true
@@ -104,7 +104,7 @@ module Farce
       @stalls = 0
       @idle = 0.0
       @wakeups = LatencyHistogram.new
-      @wakeups_kept = false # from the first stats call on, as the native core's
+      @wakeups_kept = false # from the first stats call on, as the native loop's
     end
 
     def backend
@@ -150,7 +150,7 @@ module Farce
       nil
     end
 
-    # The live fibers parked in this core's waits, for unwinding
+    # The live fibers parked in this loop's waits, for unwinding
     # (lib/farce/unwind.rb); [] off the loop's thread or once released.
     def parked_fibers
       return [] unless @open && !inert? && Thread.current == @thread
@@ -207,7 +207,7 @@ module Farce
     end
 
     def inert?
-      @fork_generation != RubyCore.fork_generation
+      @fork_generation != RubyLoop.fork_generation
     end
 
     def to_io(io)
@@ -222,7 +222,7 @@ module Farce
       Integer(value)
     end
 
-    # Seconds (nil: none) as the native core reads them.
+    # Seconds (nil: none) as the native loop reads them.
     def interval(timeout)
       return nil if timeout.nil?
 

@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 module Farce
-  class RubyCore
-    # io_read/io_write, and the system calls the core makes outside its own hooks: the transfer
+  class RubyLoop
+    # io_read/io_write, and the system calls the loop makes outside its own hooks: the transfer
     # loop, ready_now's IO.select, and the blocking fiber they run in.
 
     # io_read/io_write: at least `length` bytes between buffer[offset...] and
@@ -164,7 +164,7 @@ module Farce
     # loop's turns) gets back to the loop that way. Another non-blocking
     # fiber was resumed inside that turn (Enumerator#next's fiber, a
     # Fiber.new resumed by the application): it waits with the thread, as a
-    # blocking fiber does (the native core's can_park, fiber_scheduler.c).
+    # blocking fiber does (the native loop's can_park, fiber_scheduler.c).
     def parkable?
       return false if Fiber.blocking?
 

@@ -1,5 +1,5 @@
 /*
- * The loop core: what both Ruby front ends of the Go core share.
+ * The loop: what both Ruby front ends of the Go core share.
  *
  * farce has two Ruby faces over one Go core: Farce::Scheduler
  * (fiber_scheduler.c, Ruby's Fiber::Scheduler interface, fibers are resumed
@@ -21,8 +21,8 @@
  * checked before Go runs on a fiber stack (5), and a loop inherited through
  * fork is inert: no Go call, no descriptor closed (7).
  */
-#ifndef FARCE_LOOP_CORE_H
-#define FARCE_LOOP_CORE_H 1
+#ifndef FARCE_EVENT_LOOP_H
+#define FARCE_EVENT_LOOP_H 1
 
 #include <stdint.h>
 #include <time.h>
@@ -33,7 +33,7 @@
 #include "core_loader.h"
 #include "clock.h"
 #include "fd_table.h"
-#include "op_pins.h"
+#include "inflight_ops.h"
 #include "stall.h"
 #include "turns.h"
 #include "wait_entry.h"
@@ -119,8 +119,8 @@ struct farce_loop {
     long ops_submitted;          /* completion operations started (stats) */
     long transfer_calls;         /* read/write system calls io_transfer.c made itself (stats) */
     long ops_in_flight;          /* of which not reaped yet: their memory is the kernel's */
-    int release_pending;         /* closed, but the release waits for the loop's thread (op_pins.c) */
-    farce_op_pins pins;          /* on the keeper's list while it can perform operations (op_pins.h) */
+    int release_pending;         /* closed, but the release waits for the loop's thread (inflight_ops.c) */
+    farce_inflight_ops inflight_ops; /* on the keeper's list while it can perform operations (inflight_ops.h) */
 
     farce_turns turns;           /* when the running fiber's turn began, its budget (turns.h) */
 
@@ -169,7 +169,7 @@ static inline void farce_loop_start(farce_loop *l, const char *backend)
     farce_loop_start_core(l, backend);
 }
 /* Frees the Go scheduler and forgets every wait without resuming it, after
- * the kernel completed every operation (op_pins.c). Returns 1 when done;
+ * the kernel completed every operation (inflight_ops.c). Returns 1 when done;
  * 0 when the release was handed to the loop's thread (called from another
  * thread while the loop runs or has operations in flight: the loop is
  * woken and releases itself, see farce_loop_finish_release) or the kernel
@@ -189,7 +189,7 @@ int farce_loop_drain_ops(farce_loop *l, int check_ints);
 void farce_loop_stop_ops(farce_loop *l);
 void farce_loop_mark(farce_loop *l);
 /* From the GC free function: the handle (and the wait table, when
- * operations are in flight) wait for farce_release_orphans (op_pins.h);
+ * operations are in flight) wait for farce_release_orphans (inflight_ops.h);
  * calls no Go. */
 void farce_loop_free(farce_loop *l);
 size_t farce_loop_memsize(const farce_loop *l);
@@ -321,17 +321,16 @@ static inline void farce_loop_turn_check(farce_loop *l)
 }
 /* The same for a hook that has done its work and only returns (a transfer
  * that did not wait): the turn is owed, and given at the start of the
- * fiber's next hook (farce_loop_turn_owed), never here. A turn here would
+ * fiber's next hook (farce_loop_give_owed_turn), never here. A turn here would
  * let an exception reach the fiber after its bytes moved: Timeout,
  * Fiber#raise or a kill delivered in that turn lost what the read had read
  * (and a write that happened looked as if it had not). */
-void farce_loop_give_turn_done(farce_loop *l);
-static inline void farce_loop_turn_check_done(farce_loop *l)
+static inline void farce_loop_turn_check_after_transfer(farce_loop *l)
 {
     if (farce_turns_spent(&l->turns)) l->turns.owed = 1;
 }
 /* A hook about to do work: the turn an earlier transfer owes, first. */
-static inline void farce_loop_turn_owed(farce_loop *l)
+static inline void farce_loop_give_owed_turn(farce_loop *l)
 {
     if (RB_UNLIKELY(l->turns.owed)) farce_loop_give_turn(l);
 }

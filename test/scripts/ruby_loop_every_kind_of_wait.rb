@@ -1,4 +1,4 @@
-# Child script of test_ruby_core.rb: without the extension, every kind of wait runs on the Ruby
+# Child script of test_ruby_loop.rb: without the extension, every kind of wait runs on the Ruby
 # core.
 # Run by child_script (test_helper.rb), which defines its parameters first.
 require "farce"
@@ -25,11 +25,11 @@ result = Farce.run do
     results << 1
   end
   if RUBY_VERSION >= "3.3"
-    File.write("/tmp/farce-ruby-core-pread-#{$$}", "hello")
-    File.open("/tmp/farce-ruby-core-pread-#{$$}") do |f|
+    File.write("/tmp/farce-ruby-loop-pread-#{$$}", "hello")
+    File.open("/tmp/farce-ruby-loop-pread-#{$$}") do |f|
       Fiber.schedule { results << f.pread(4, 1) }
     end
-    File.delete("/tmp/farce-ruby-core-pread-#{$$}")
+    File.delete("/tmp/farce-ruby-loop-pread-#{$$}")
   else
     results << "ello"
   end

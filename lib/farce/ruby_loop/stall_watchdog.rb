@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 module Farce
-  class RubyCore
+  class RubyLoop
     # Stall detection (the native loop's is ext/farce/stall.c): a watchdog thread that samples the
     # loop thread's backtrace when a turn passes the threshold.
 

@@ -4,15 +4,15 @@ require_relative "test_helper"
 require "fileutils"
 require "tmpdir"
 
-# The pure-Ruby core (lib/farce/ruby_core.rb): chosen by backend: :ruby,
+# The pure-Ruby loop (lib/farce/ruby_loop.rb): chosen by backend: :ruby,
 # and the fallback when the native core is missing or refused. The rest of
 # the suite runs on it with FARCE_BACKEND=ruby; this file checks the choice.
-class TestRubyCore < Minitest::Test
+class TestRubyLoop < Minitest::Test
   def test_backend_ruby_is_a_farce_scheduler_with_the_native_stats_keys
     s = Farce::Scheduler.new(backend: :ruby)
     assert_kind_of Farce::Scheduler, s
     assert_equal :ruby, s.backend
-    assert_match(/asked for the Ruby core/, s.fallback_reason)
+    assert_match(/asked for the Ruby loop/, s.fallback_reason)
     native = Farce::Scheduler.new(backend: :poll)
     assert_equal native.stats.keys.sort, s.stats.keys.sort
     assert_equal :ruby, s.stats[:backend]
@@ -21,7 +21,7 @@ class TestRubyCore < Minitest::Test
     assert s.closed?
   end
 
-  def test_a_subclass_hook_calling_super_reaches_the_ruby_core
+  def test_a_subclass_hook_calling_super_reaches_the_ruby_loop
     calls = []
     tracing = Class.new(Farce::Scheduler) do
       define_method(:io_wait) do |io, events, timeout|
@@ -79,17 +79,17 @@ class TestRubyCore < Minitest::Test
     end
   end
 
-  def test_without_the_extension_every_kind_of_wait_runs_on_the_ruby_core
-    out, status = ruby_without_extension(child_script("ruby_core_every_kind_of_wait"), status: "no Go toolchain found (test)")
+  def test_without_the_extension_every_kind_of_wait_runs_on_the_ruby_loop
+    out, status = ruby_without_extension(child_script("ruby_loop_every_kind_of_wait"), status: "no Go toolchain found (test)")
     assert status.success?, out
     assert_match(/^backend=ruby loaded=false$/, out)
     assert_match(/^reason=no Go toolchain found \(test\)$/, out)
-    assert_equal 1, out.scan(/farce: running on the pure-Ruby core/).size, "the fallback is announced once:\n#{out}"
+    assert_equal 1, out.scan(/farce: running on the pure-Ruby loop/).size, "the fallback is announced once:\n#{out}"
     assert_match(/^results=1,abc,ello,from_thread,timed_out,true,true$/, out)
     assert_match(/^epoll: needs farce's native core$/, out)
   end
 
-  def test_without_the_extension_farce_require_native_refuses_the_ruby_core
+  def test_without_the_extension_farce_require_native_refuses_the_ruby_loop
     out, status = ruby_without_extension(<<~RUBY, status: "no Go toolchain found (test)", env: { "FARCE_REQUIRE_NATIVE" => "1" })
       require "farce"
       begin

@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 module Farce
-  class RubyCore
-    # The Ruby core's timers: a binary min-heap of deadlines. Cancelling
+  class RubyLoop
+    # The Ruby loop's timers: a binary min-heap of deadlines. Cancelling
     # marks an entry dead (removed when it reaches the top), so that
     # Timeout blocks that finish in time cost O(log n) and no search.
     class Timers

@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 module Farce
-  class RubyCore
-    # The wake-up latency histogram of the Ruby core (the native core's is
+  class RubyLoop
+    # The wake-up latency histogram of the Ruby loop (the native loop's is
     # internal/sched/latency.go): eight buckets per power of two of
     # nanoseconds, so a percentile is at most 12.5% high.
     class LatencyHistogram

@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 module Farce
-  class RubyCore
-    # Turns (the native loop's are in ext/farce/loop_core.c, the same rule): a fiber that holds the
+  class RubyLoop
+    # Turns (the native loop's are in ext/farce/event_loop.c, the same rule): a fiber that holds the
     # loop past its budget gives it a turn; begin_turn/end_turn stamp each turn for stall detection.
 
     # Seconds a fiber may hold the loop before a hook that would not block
@@ -14,7 +14,7 @@ module Farce
     # yields (the loop resumes it after one iteration); any other goes on.
     def turn_check
       if Thread.current != @thread
-        # an idle loop moves to the thread that uses it (the native core's
+        # an idle loop moves to the thread that uses it (the native loop's
         # claim, so the stall watchdog samples that thread); Fiber.schedule
         # called by hand on another thread's busy scheduler gets no turn
         return nil if @running || @parked.positive?

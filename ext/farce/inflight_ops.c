@@ -1,7 +1,7 @@
 /*
  * Memory the kernel owns: completion operations (io_uring) and what keeps
  * their buffers alive until the kernel is done (issue 13 item 4); and the
- * handles of loops collected without close. See op_pins.h.
+ * handles of loops collected without close. See inflight_ops.h.
  *
  * The rule: no pin (the fiber parked on an operation, whose stack holds
  * the string or IO an IO::Buffer may point into, and the buffer itself) is
@@ -36,7 +36,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "op_pins.h"
+#include "inflight_ops.h"
 #include "clock.h"
 #include "core_loader.h" /* farce_fork_generation */
 
@@ -45,7 +45,7 @@
 
 /* ---- draining -------------------------------------------------------------- */
 
-int64_t farce_op_pins_drain(const farce_core_copy *core, int64_t handle, int *wake_fd, int check_ints)
+int64_t farce_inflight_ops_drain(const farce_core_copy *core, int64_t handle, int *wake_fd, int check_ints)
 {
     int64_t deadline = farce_monotonic_ns() + DRAIN_LIMIT_NS;
     for (;;) {
@@ -68,12 +68,12 @@ struct orphan {
     uint32_t nwaits;
 };
 
-static farce_op_pins *op_loops;  /* loops that can perform operations (doubly linked) */
+static farce_inflight_ops *op_loops;  /* loops that can perform operations (doubly linked) */
 static struct orphan *orphans;   /* loops collected without close */
 static long norphans, orphans_cap;
 static VALUE keeper;
 
-static void mark_op_pins(const farce_wait *waits, uint32_t n)
+static void mark_inflight_ops(const farce_wait *waits, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         if (waits[i].gen && waits[i].kind == FARCE_WAIT_OP) {
@@ -85,17 +85,17 @@ static void mark_op_pins(const farce_wait *waits, uint32_t n)
 
 static void keeper_mark(void *p)
 {
-    for (farce_op_pins *l = op_loops; l; l = l->next) {
-        if (*l->in_flight > 0) mark_op_pins(*l->waits, *l->nwaits);
+    for (farce_inflight_ops *l = op_loops; l; l = l->next) {
+        if (*l->in_flight > 0) mark_inflight_ops(*l->waits, *l->nwaits);
     }
     for (long i = 0; i < norphans; i++) {
-        if (orphans[i].waits) mark_op_pins(orphans[i].waits, orphans[i].nwaits);
+        if (orphans[i].waits) mark_inflight_ops(orphans[i].waits, orphans[i].nwaits);
     }
 }
 
 static const rb_data_type_t keeper_type = {"farce/operation pins", {keeper_mark, NULL, NULL}, 0, 0, 0};
 
-void farce_op_pins_register(farce_op_pins *p, farce_wait *const *waits, const uint32_t *nwaits, const long *in_flight)
+void farce_inflight_ops_register(farce_inflight_ops *p, farce_wait *const *waits, const uint32_t *nwaits, const long *in_flight)
 {
     if (p->registered) return;
     if (!keeper) {
@@ -112,7 +112,7 @@ void farce_op_pins_register(farce_op_pins *p, farce_wait *const *waits, const ui
     p->registered = 1;
 }
 
-void farce_op_pins_unregister(farce_op_pins *p)
+void farce_inflight_ops_unregister(farce_inflight_ops *p)
 {
     if (!p->registered) return;
     if (p->prev) p->prev->next = p->next;
@@ -124,7 +124,7 @@ void farce_op_pins_unregister(farce_op_pins *p)
 
 /* ---- loops collected without close ------------------------------------------ */
 
-int farce_op_pins_orphan(const farce_core_copy *core, int64_t handle, uint64_t generation, int wake_fd,
+int farce_inflight_ops_orphan(const farce_core_copy *core, int64_t handle, uint64_t generation, int wake_fd,
                          farce_wait *waits, uint32_t nwaits)
 {
     if (norphans == orphans_cap) {
@@ -149,7 +149,7 @@ void farce_release_orphans(void)
             xfree(o.waits);
             continue;
         }
-        if (o.waits && farce_op_pins_drain(o.core, o.handle, &o.wake_fd, 0) != 0) {
+        if (o.waits && farce_inflight_ops_drain(o.core, o.handle, &o.wake_fd, 0) != 0) {
             orphans[kept++] = o; /* another thread's ring: keep the pins */
             continue;
         }

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 module Farce
-  class RubyCore
+  class RubyLoop
     # Parking: a fiber's Wait from registration (park) through ready (make_ready) to finished.
 
     private

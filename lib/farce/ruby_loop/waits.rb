@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 module Farce
-  class RubyCore
+  class RubyLoop
     # The scheduler hooks that wait (io_wait, kernel_sleep, block, unblock, yield, fiber_interrupt,
     # io_close) and select_ready for io_select.
 
