@@ -233,7 +233,7 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns);
  * order, skipping cancelled ones: clears its entry and stores it in *w with
  * the result to resume its fiber with. Returns 0 when the batch is done or
  * the loop was released. The front end then switches to w->fiber (its loop
- * does the switch itself, so that no loop-core frame sits between the loop
+ * does the switch itself, so that no loop frame sits between the loop
  * and the fiber). */
 int farce_loop_next(farce_loop *l, farce_wait *w, int64_t *result);
 static inline int farce_loop_batch_pending(const farce_loop *l) { return l->batch_pos < l->batch_len; }
