@@ -291,10 +291,14 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
      * histogram, once someone reads it), the descriptor waits begun
      * since, and the reserve of tokens for the next ones, all in the
      * one call */
-    int last = l->wakeup_latency ? l->batch_len : 0;
-    farce_poll_args a = {l->resumed_at, last, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
-                         FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes,
-                         l->wakeup_latency ? FARCE_POLL_WAKEUP_LATENCY : 0, 0, 0};
+    farce_poll_args a = {NULL, 0, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
+                         FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes, 0, 0, 0};
+    int last = 0;
+    if (RB_UNLIKELY(l->wakeup_latency)) { /* nobody read the stats: the histogram costs this test */
+        a.resumed = l->resumed_at;
+        a.nresumed = last = l->batch_len;
+        a.flags = FARCE_POLL_WAKEUP_LATENCY;
+    }
     n = farce_core_poll_batch(l->core, l->handle, l->batch, FARCE_BATCH, &a);
     l->fds.ndeferred = 0;
     l->nwakes = 0;

@@ -99,7 +99,7 @@ static int same_io(farce_fd_ent *f, VALUE io)
     return 1;
 }
 
-farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE backend, VALUE io, int fd)
+farce_fd_ent *farce_fd_table_entry_slow(farce_fd_table *t, int64_t handle, VALUE backend, VALUE io, int fd)
 {
     check_fd(fd);
     grow(t, fd);

@@ -48,7 +48,19 @@ typedef struct {
  * on numbers outside [0, FARCE_FD_MAX). A handle of
  * 0 means the front end has not started its core yet (the selector starts
  * it on first need): the core is then left alone, here and below. */
-farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE backend, VALUE io, int fd);
+farce_fd_ent *farce_fd_table_entry_slow(farce_fd_table *t, int64_t handle, VALUE backend, VALUE io, int fd);
+/* Every transfer asks once per step (six times per ping-pong round trip):
+ * the common case, the same IO again with no GC since (fd_table.c), is
+ * answered inline; anything else (a new number, a new IO, a GC since, a
+ * number out of range, whose entry never holds an IO) takes the call. */
+static inline farce_fd_ent *farce_fd_table_entry(farce_fd_table *t, int64_t handle, VALUE backend, VALUE io, int fd)
+{
+    if (RB_LIKELY(fd >= 0 && fd < t->nfds)) {
+        farce_fd_ent *f = &t->fds[fd];
+        if (f->io == io && f->gc_seen == rb_gc_count()) return f;
+    }
+    return farce_fd_table_entry_slow(t, handle, backend, io, fd);
+}
 
 /* Drops every descriptor whose IO was closed or collected, waking its
  * waiters. Ruby before 4.0 tells a scheduler nothing when an IO is closed. */

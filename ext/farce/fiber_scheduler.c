@@ -152,7 +152,17 @@ static VALUE sched_alloc(VALUE klass)
     return obj;
 }
 
-static farce_sched *sched_of(VALUE self) { return rb_check_typeddata(self, &sched_type); }
+/* Every hook asks (twice per ping-pong read or write): the receiver is a
+ * Farce::Scheduler (or a subclass) in all but a misuse, and that is
+ * checked inline; anything else goes through rb_check_typeddata, which
+ * raises the TypeError. The type is not embeddable, so RTYPEDDATA_DATA is
+ * the pointer on every Ruby (as can_park reads it). */
+static inline farce_sched *sched_of(VALUE self)
+{
+    if (RB_LIKELY(RB_TYPE_P(self, T_DATA) && RTYPEDDATA_P(self) && RTYPEDDATA_TYPE(self) == &sched_type))
+        return (farce_sched *)RTYPEDDATA_DATA(self);
+    return rb_check_typeddata(self, &sched_type);
+}
 
 /* The scheduler behind self, or an exception saying why it cannot be used. */
 static farce_sched *get_sched(VALUE self)

@@ -128,7 +128,14 @@ static VALUE sel_alloc(VALUE klass)
     return obj;
 }
 
-static farce_selector *sel_of(VALUE self) { return rb_check_typeddata(self, &sel_type); }
+/* As the scheduler's sched_of: the receiver's type checked inline, a
+ * misuse through rb_check_typeddata (which raises). */
+static inline farce_selector *sel_of(VALUE self)
+{
+    if (RB_LIKELY(RB_TYPE_P(self, T_DATA) && RTYPEDDATA_P(self) && RTYPEDDATA_TYPE(self) == &sel_type))
+        return (farce_selector *)RTYPEDDATA_DATA(self);
+    return rb_check_typeddata(self, &sel_type);
+}
 
 static farce_selector *get_sel(VALUE self)
 {

@@ -44,14 +44,14 @@ func (s *Scheduler) BindFD(tok Token, fd int, events Events, known Readiness) bo
 	s.reserved--
 	ready, err := s.prepareFD(fd, events, known)
 	switch {
+	case err == nil && ready == 0: // it parks: the common case first (errors.Is is a call, even for nil)
+		s.linkFD(i, sl, fd, events&driver.RubyMask)
+	case err == nil:
+		s.finish(i, int64(ready))
 	case errors.Is(err, syscall.EBADF): // the drivers' unix.EBADF; syscall's builds for every GOOS
 		s.finish(i, ResultClosed)
-	case err != nil:
-		s.finish(i, int64(readyOnError(events)))
-	case ready != 0:
-		s.finish(i, int64(ready))
 	default:
-		s.linkFD(i, sl, fd, events&driver.RubyMask)
+		s.finish(i, int64(readyOnError(events)))
 	}
 	return true
 }
