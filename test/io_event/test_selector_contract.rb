@@ -29,7 +29,7 @@ module SelectorContract
 
   def teardown
     @selector&.close
-    @pipes.flatten.each { |io| io.close unless io.closed? }
+    Array(@pipes).flatten.each { |io| io.close unless io.closed? }
   end
 
   def pipe
