@@ -73,7 +73,11 @@ module Farce
     end
 
     def drain_inbox
-      make_ready(@inbox.pop(true), :woken) until @inbox.empty?
+      until @inbox.empty?
+        item = @inbox.pop(true)
+        # a Wait found parked by the unblocking thread, or a fiber it found in none (see unblock)
+        item.is_a?(Wait) ? make_ready(item, :woken) : unblocked(item, from_inbox: true)
+      end
     rescue ThreadError
       nil
     end

@@ -53,26 +53,28 @@ module Farce
       park(Wait.new(Fiber.current, unblockable: true), duration) != :timed_out
     end
 
-    # Safe from any thread: another thread hands the wait to the loop through
-    # the inbox and wakes its IO.select.
+    # Safe from any thread: another thread hands the wakeup to the loop
+    # through the inbox and wakes its IO.select. It never decides on its own
+    # that the fiber is not blocked: it may lose the GVL at any call here, and
+    # the fiber may register its wait meanwhile (Thread#join, Queue and
+    # Mutex list it as waiting before they call `block`); a wakeup it noted
+    # as early then would come after the fiber's look for one, and be lost.
+    # A fiber it finds no wait for goes to the inbox as it is, and the loop's
+    # thread settles it (unblocked): its wait if it has parked by then, else
+    # an early unblock. (test/test_unblock_before_block.rb)
     def unblock(_blocker, fiber)
       return nil if closed?
+      return unblocked(fiber) if Thread.current == @thread
 
       wait = @waits[fiber]
-      unless wait&.unblockable
-        if wait.nil? && fiber.is_a?(Fiber) && fiber.alive?
-          @early_unblocks.delete_if { |f, _| !f.alive? } if @early_unblocks.size >= 1024 # fibers that finished
-          @early_unblocks[fiber] = true
-        end
+      if wait&.unblockable
+        @inbox << wait
+      elsif wait.nil? && fiber.is_a?(Fiber) && fiber.alive?
+        @inbox << fiber
+      else
         return nil
       end
-
-      if Thread.current == @thread
-        make_ready(wait, :woken)
-      else
-        @inbox << wait
-        wake
-      end
+      wake
       nil
     end
 
@@ -119,6 +121,25 @@ module Farce
       raise IOError, "closed stream" if io.closed?
 
       ready_now(io, integer(events))
+    end
+
+    private
+
+    # unblock on the loop's thread, and each fiber another thread's unblock
+    # put in the inbox: its unblockable wait becomes ready; with none, its
+    # next unblockable park ends at once (see @early_unblocks). A fiber from
+    # the inbox that is in another kind of wait meanwhile still gets the
+    # early unblock: its unblocker found it in none, so the block it was
+    # meant for is still to come (a spurious wakeup at worst).
+    def unblocked(fiber, from_inbox: false)
+      wait = @waits[fiber]
+      if wait&.unblockable
+        make_ready(wait, :woken)
+      elsif (wait.nil? || from_inbox) && fiber.is_a?(Fiber) && fiber.alive?
+        @early_unblocks.delete_if { |f, _| !f.alive? } if @early_unblocks.size >= 1024 # fibers that finished
+        @early_unblocks[fiber] = true
+      end
+      nil
     end
   end
 end
