@@ -84,6 +84,24 @@ module Bench
       warn "bench: re-rendered bench/README.md from #{path}"
     end
 
+    # A run narrowed by BENCH_ONLY or BENCH_CONTENDERS says so in its notes, so that a README
+    # without some rows is not read as a full run.
+    def note_subset(kases)
+      if ENV["BENCH_ONLY"]
+        left = cases_all_ids - kases.map(&:id)
+        @notes << "BENCH_ONLY: this run measured #{kases.map(&:id).join(', ')}; not #{left.join(', ')} " \
+                  "(their rows, and the notes on them above, are in the last full run: git log -p bench/README.md)"
+      end
+      @notes << "BENCH_CONTENDERS: the contenders were chosen by hand for this run" if ENV["BENCH_CONTENDERS"]
+    end
+
+    def cases_all_ids
+      only = ENV.delete("BENCH_ONLY")
+      cases.map(&:id)
+    ensure
+      ENV["BENCH_ONLY"] = only if only
+    end
+
     def main
       if ARGV[0] == "--render"
         return render(ARGV[1] || File.join(RESULTS, "latest.json"))
@@ -93,6 +111,7 @@ module Bench
       ensure_built
       contenders = discover_contenders
       kases = cases
+      note_subset(kases)
       references = kases.any? { |k| REFERENCE_CASES.include?(k.id) } ? discover_references(contenders) : []
       warn "bench: contenders #{contenders.join(', ')}; references #{references.join(', ')}; " \
            "#{kases.size} workloads × #{@runs} run(s)#{@quick ? ' (quick)' : ''}"
