@@ -294,7 +294,7 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
     farce_poll_args a = {NULL, 0, l->fds.ndeferred, l->fds.deferred, l->reserve, l->nreserve,
                          FARCE_DEFERRED_WAITS, (int32_t)l->nwakes, l->wakes, 0, 0, 0};
     int last = 0;
-    if (RB_UNLIKELY(l->wakeup_latency)) { /* nobody read the stats: the histogram costs this test */
+    if (RB_UNLIKELY(l->wakeup_latency)) { /* kept once stats were read; until then this test is its whole cost */
         a.resumed = l->resumed_at;
         a.nresumed = last = l->batch_len;
         a.flags = FARCE_POLL_WAKEUP_LATENCY;
