@@ -18,6 +18,12 @@ module Bench
       ref if contenders.include?(ref)
     end
 
+    # The Go threads' rows count every thread that appeared after the server
+    # started; a thread per task has only its own there, not Go's.
+    def go_row?(row)
+      row.id.match?(/go(us)?\z/)
+    end
+
     # per_run[contender] = [{case_id => result hash}, ...] (index = run)
     def per_run(contenders)
       contenders.to_h do |c|
@@ -30,6 +36,7 @@ module Bench
       rows.filter_map do |row|
         cells = contenders.to_h do |c|
           values = per_run[c].map { |run| row.value.call(run) }
+          values = [] if go_row?(row) && parse_contender(c)[0] == "threads"
           ref = reference_of(c, contenders)
           ratios = if ref
                      values.each_with_index.map do |v, i|
