@@ -88,18 +88,11 @@ module Bench
     # without some rows is not read as a full run.
     def note_subset(kases)
       if ENV["BENCH_ONLY"]
-        left = cases_all_ids - kases.map(&:id)
+        left = @cases_left_out || []
         @notes << "BENCH_ONLY: this run measured #{kases.map(&:id).join(', ')}; not #{left.join(', ')} " \
                   "(their rows, and the notes on them above, are in the last full run: git log -p bench/README.md)"
       end
       @notes << "BENCH_CONTENDERS: the contenders were chosen by hand for this run" if ENV["BENCH_CONTENDERS"]
-    end
-
-    def cases_all_ids
-      only = ENV.delete("BENCH_ONLY")
-      cases.map(&:id)
-    ensure
-      ENV["BENCH_ONLY"] = only if only
     end
 
     def main

@@ -72,6 +72,7 @@ module Bench
       ]
       if ENV["BENCH_ONLY"]
         only = ENV["BENCH_ONLY"].split(",").map(&:strip)
+        @cases_left_out = list.map(&:id) - only # for the run's notes (note_subset)
         list.select! { |c| only.include?(c.id) }
       end
       # Only a run that has the timers case checks (and may raise) vm.max_map_count.
