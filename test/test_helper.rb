@@ -84,6 +84,26 @@ module FarceTestHelper
     end
   end
 
+  # What each open descriptor of this process is (a path, pipe:[inode],
+  # anon_inode:[eventfd], ...), after a GC: IOs that earlier tests dropped
+  # without close are finalized now, not in the middle of a comparison.
+  def open_descriptors
+    GC.start
+    Dir.children("/proc/self/fd").filter_map { |fd| File.readlink("/proc/self/fd/#{fd}") rescue nil }.sort
+  end
+
+  # Fails, naming them, if descriptors are open now that were not in
+  # `before` (from open_descriptors). Descriptors closed meanwhile do not
+  # count: a GC finalizing some other test's IO is no leak of this one.
+  def assert_no_descriptor_left_open(before, what)
+    left = open_descriptors
+    before.each do |target|
+      index = left.index(target)
+      left.delete_at(index) if index
+    end
+    assert_empty left, "#{what} left descriptors open"
+  end
+
   def monotonic
     Process.clock_gettime(Process::CLOCK_MONOTONIC)
   end

@@ -17,10 +17,6 @@ require_relative "test_helper"
 #   before the exception propagates (nobody closes the scheduler after
 #   this: at thread exit the io_uring ring and the wake descriptor leaked).
 class TestSchedulerCloseAtThreadExit < Minitest::Test
-  def open_descriptors
-    Dir.children("/proc/self/fd").size
-  end
-
   def test_a_thread_that_raises_is_not_kept_by_a_fiber_parked_for_good
     mutex = Thread::Mutex.new
     unwound = false
@@ -73,7 +69,7 @@ class TestSchedulerCloseAtThreadExit < Minitest::Test
     assert_equal "from a fiber at exit", error.message
     assert scheduler.closed?, "the scheduler was left open"
     assert other_ran, "the fiber still parked was not unwound"
-    assert_equal before, open_descriptors, "descriptors leaked (the core's ring, its wake descriptor)"
+    assert_no_descriptor_left_open(before, "the scheduler closed at thread exit (the core's ring, its wake descriptor)")
   end
 
   def test_a_thread_that_ends_normally_still_runs_every_fiber
