@@ -55,7 +55,11 @@ class TestSchedulerAPI < Minitest::Test
     farce do
       r, w = IO.pipe
       Fiber.schedule { r.read(1) }
-      Fiber.schedule { sleep 0.05 }
+      # A timer that cannot fire before the signal below, however slow the
+      # machine (a 50 ms sleep had ended by the time stats ran, under qemu)
+      mutex = Thread::Mutex.new
+      signalled = Thread::ConditionVariable.new
+      Fiber.schedule { mutex.synchronize { signalled.wait(mutex, 60) } }
       stats = Fiber.scheduler.stats
       assert_equal 3, stats[:fibers] # the Farce.run block's fiber and two more
       assert_equal 2, stats[:pending_waits]
@@ -66,6 +70,7 @@ class TestSchedulerAPI < Minitest::Test
       else
         assert_operator stats[:goroutines], :>=, 1
       end
+      mutex.synchronize { signalled.signal }
       w.write("x")
     end
   end
