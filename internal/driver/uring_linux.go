@@ -102,9 +102,6 @@ func (u *URing) Persistent() bool { return u.multi }
 func (u *URing) WakeFD() int      { return u.wakefd }
 func (u *URing) Wake() error      { return writeWake(u.wakefd) }
 
-// Info describes the ring this driver obtained (for tests and reports).
-func (u *URing) Info() string { return u.info.String() + fmt.Sprintf(" multishot=%v", u.multi) }
-
 func (u *URing) gen() uint32 {
 	u.nextGen = (u.nextGen + 1) & genMask
 	if u.nextGen == 0 {

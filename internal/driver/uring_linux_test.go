@@ -4,6 +4,7 @@ package driver
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -30,7 +31,7 @@ func uringOrSkip(t *testing.T, want string, multi bool) *URing {
 		require.NoError(t, err)
 	}
 	t.Cleanup(func() { u.Close() })
-	t.Logf("ring: %s", u.Info())
+	t.Logf("ring: %s", describeRing(u))
 	return u
 }
 
@@ -347,13 +348,16 @@ func TestURingPollPinsFile(t *testing.T) {
 	}
 }
 
+// describeRing describes the ring a driver obtained, for the tests' logs.
+func describeRing(u *URing) string { return u.info.String() + fmt.Sprintf(" multishot=%v", u.multi) }
+
 // The no-syscall path: a Wait(0) with nothing queued and nothing flagged
 // does not enter the kernel; after a wakeup it reports n == 0 quickly.
 func TestURingInfoAndName(t *testing.T) {
 	u := uringOrSkip(t, "defer", false)
 	assert.Equal(t, "io_uring", u.Name())
 	assert.False(t, u.Persistent())
-	assert.True(t, strings.Contains(u.Info(), "setup="))
+	assert.True(t, strings.Contains(describeRing(u), "setup="))
 }
 
 // One Wait(0) reports every descriptor that became ready, not the few the

@@ -296,8 +296,3 @@ func (r *uringRing) publish() uint32 {
 }
 
 func (r *uringRing) flags() uint32 { return atomic.LoadUint32(r.sqFlags) }
-
-// cqReady is the number of CQEs waiting to be reaped.
-func (r *uringRing) cqReady() uint32 {
-	return atomic.LoadUint32(r.cqTail) - atomic.LoadUint32(r.cqHead)
-}
