@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -354,6 +355,20 @@ func TestOpen(t *testing.T) {
 
 	_, _, err = Open("no-such-backend")
 	assert.ErrorIs(t, err, ErrUnknownBackend)
+}
+
+// Choices is the list Ruby shows (Farce.backends): "auto" first, then every
+// name Open knows on this system, each once, and nothing Open would refuse
+// as unknown.
+func TestChoicesNameWhatOpenKnows(t *testing.T) {
+	names := strings.Split(Choices(), ", ")
+	require.NotEmpty(t, names)
+	assert.Equal(t, "auto", names[0])
+	known := make([]string, 0, len(constructors()))
+	for name := range constructors() {
+		known = append(known, name)
+	}
+	assert.ElementsMatch(t, known, names[1:])
 }
 
 func TestProbe(t *testing.T) {
