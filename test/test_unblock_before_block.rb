@@ -47,4 +47,35 @@ class TestUnblockBeforeBlock < Minitest::Test
     end
     assert_equal true, woken, "the unblock from another thread was lost: block timed out"
   end
+
+  # A timeout with a Ruby-defined to_f: converting it runs Ruby code, during
+  # which another thread may unblock the fiber. Here the conversion itself
+  # unblocks it, as that thread would: the fiber is not parked yet, so the
+  # wakeup is noted as early, and block must find it after the conversion.
+  class UnblockingTimeout < Numeric
+    def initialize(&during_to_f)
+      super()
+      @during_to_f = during_to_f
+    end
+
+    def to_f
+      @during_to_f.call
+      2.0
+    end
+  end
+
+  def test_an_unblock_while_the_timeout_converts_is_not_lost
+    woken = nil
+    Timeout.timeout(30) do
+      Farce.run(backend: backend) do
+        scheduler = Fiber.scheduler
+        Fiber.schedule do
+          target = Fiber.current
+          # 2 s: the wakeup is lost if this times out (false)
+          woken = scheduler.block(:blocker, UnblockingTimeout.new { scheduler.unblock(:blocker, target) })
+        end
+      end
+    end
+    assert_equal true, woken, "the unblock during the timeout's to_f was lost: block timed out"
+  end
 end

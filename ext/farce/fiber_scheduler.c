@@ -625,13 +625,16 @@ static VALUE sched_block(int argc, VALUE *argv, VALUE self)
 {
     farce_sched *s = get_sched(self);
     rb_check_arity(argc, 1, 2);
-    if (unblocked_early(s)) return Qtrue;
     /* A negative timeout times out at once, as Queue#pop(timeout:),
      * SizedQueue#push(timeout:) and Thread#join(limit) do without a
      * scheduler (they return nil): Ruby hands it to this hook unchecked.
-     * NaN still raises (without a scheduler, Queue#pop sleeps for ever). */
-    if (argc == 2 && !NIL_P(argv[1]) && NUM2DBL(argv[1]) < 0) return Qfalse;
-    int64_t tmo = argc == 2 ? farce_timeout_ns(argv[1]) : -1;
+     * NaN still raises (without a scheduler, Queue#pop sleeps for ever).
+     * Converted before the look for an early unblock: a Numeric's own
+     * to_f is Ruby code, and another thread's unblock may run during it. */
+    int negative = argc == 2 && !NIL_P(argv[1]) && NUM2DBL(argv[1]) < 0;
+    int64_t tmo = argc == 2 && !negative ? farce_timeout_ns(argv[1]) : -1;
+    if (unblocked_early(s)) return Qtrue;
+    if (negative) return Qfalse;
     VALUE blocker = NIL_P(argv[0]) ? Qtrue : argv[0];
     /* untimed (Queue#pop, Mutex#lock): a reserved token, no call into Go;
      * the fiber must be able to park before it takes one */

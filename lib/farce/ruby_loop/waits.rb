@@ -46,8 +46,10 @@ module Farce
 
     def block(blocker, timeout = nil)
       usable!
-      # a negative timeout times out at once, as without a scheduler (see the native block)
-      return @early_unblocks.delete(Fiber.current) ? true : false if timeout.is_a?(Numeric) && timeout.negative?
+      # converted once: a Numeric's own to_f is Ruby code (see the native block)
+      timeout = timeout.to_f if timeout.is_a?(Numeric)
+      # a negative timeout times out at once, as without a scheduler
+      return @early_unblocks.delete(Fiber.current) ? true : false if timeout.is_a?(Float) && timeout.negative?
 
       duration = interval(timeout)
       park(Wait.new(Fiber.current, unblockable: true), duration) != :timed_out
