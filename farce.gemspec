@@ -30,7 +30,7 @@ Gem::Specification.new do |spec|
   spec.files = Dir[
     "README.md", "LICENSE", "farce.gemspec", "go.mod", "go.sum",
     "lib/farce.rb", "lib/farce/**/*.rb", "sig/**/*.rbs",
-    "ext/farce/*.{rb,c,h}", "ext/farce/core/*.{c,h,go}",
+    "ext/farce/extconf.rb", "ext/farce/*/*.{c,h}", "ext/farce/core/*.go",
     "internal/**/*.go",
     "vendor/**/*" # present while `rake gem:source` builds the gem
   ].reject { |f| f.end_with?("_test.go") || File.directory?(f) }

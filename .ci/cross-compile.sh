@@ -48,4 +48,26 @@ else
     failed=1
   fi
 fi
+# windows/amd64: the Go core as a DLL (-buildmode=c-shared, cgo), built and
+# vetted with the UCRT mingw-w64 compiler of the sid chroot (.ci/sid-setup
+# --wine puts it there); Debian 12's mingw-w64 only targets msvcrt.
+SID_ROOT=${SID_ROOT:-/opt/rubies/sid}
+WINDOWS_CC=x86_64-w64-mingw32ucrt-gcc
+if [ ! -x "$SID_ROOT/usr/bin/$WINDOWS_CC" ]; then
+  echo "cross-compile: ./ext/farce/core GOOS=windows (c-shared DLL) NOT BUILT: no $WINDOWS_CC in $SID_ROOT (run .ci/sid-setup --wine)"
+elif [ "$(id -u)" != 0 ]; then
+  echo "cross-compile: ./ext/farce/core GOOS=windows (c-shared DLL) NOT BUILT: .ci/sid-run needs root"
+else
+  # sid-run binds the current directory, so the output goes into the tree.
+  mkdir -p tmp
+  if out=$(SID_ROOT=$SID_ROOT "$(dirname "$0")/sid-run" env CGO_ENABLED=1 GOOS=windows GOARCH=amd64 CC=$WINDOWS_CC \
+      sh -c 'go vet ./ext/farce/core && go build -buildvcs=false -trimpath -buildmode=c-shared -o tmp/cross-farce_core.dll ./ext/farce/core' 2>&1); then
+    echo "cross-compile: ./ext/farce/core GOOS=windows GOARCH=amd64 (c-shared DLL, $WINDOWS_CC): vet ok, build ok"
+  else
+    echo "cross-compile: ./ext/farce/core GOOS=windows GOARCH=amd64 (c-shared DLL): FAILED"
+    printf '%s\n' "$out" | sed 's/^/    /'
+    failed=1
+  fi
+  rm -f tmp/cross-farce_core.dll tmp/cross-farce_core.h
+fi
 exit "$failed"

@@ -32,6 +32,7 @@ require "timeout"
 require "json"
 require "fileutils"
 require_relative "lib/wrk_time"
+require_relative "lib/free_port"
 
 ROOT = File.expand_path("..", __dir__)
 SID_RUN = ENV["BENCH_SID_RUN"] || File.join(ROOT, ".ci", "sid-run")
@@ -71,17 +72,10 @@ SERVER = <<~RUBY
   end
 RUBY
 
-def free_port
-  s = TCPServer.new("127.0.0.1", 0)
-  s.addr[1]
-ensure
-  s&.close
-end
-
 # Yields the port and a proc that returns the server's counters
 # [cpu seconds, GC ms, major GCs, minor GCs, pid].
 def with_server(selector)
-  port = free_port
+  port = Bench.free_port
   stdin_r, stdin_w = IO.pipe
   out_r, out_w = IO.pipe
   pid = Process.spawn({ "IO_EVENT_SELECTOR" => selector }, SID_RUN, "ruby", "-Ilib", "-e", SERVER, port.to_s,

@@ -4,13 +4,13 @@
 # and bench/results/*.json. Started by `rake bench` or `bin/bench`. This file is the
 # entry point (settings, main, --render); the runner's parts are in bench/runner/, one
 # purpose each: tools.rb, contenders.rb, cases.rb, running.rb, rows.rb, summary.rb,
-# report.rb, backends.rb and readme_template.rb.
+# report.rb, backends.rb, production_targets.rb, falcon_section.rb and readme_template.rb.
 #
 # Environment:
 #   BENCH_RUNS=N         alternating runs per figure; the median is reported (default 3; quick 1)
 #   BENCH_QUICK=1        short version (~2 minutes): shorter runs, fewer timers/fibers
 #   BENCH_CONTENDERS=a,b override the contenders. A contender is NAME[+VAR=VALUE...][@RUBY]:
-#                        NAME is farce-BACKEND, farce-ruby, async or threads; @RUBY picks the Ruby
+#                        NAME is farce-BACKEND, farce-ruby, async, async-epoll or threads; @RUBY picks the Ruby
 #                        (3.3 and 3.4 run in the sid chroot; default: the host's, async: 3.3);
 #                        +VAR=VALUE sets an environment variable (farce-epoll+GOMAXPROCS=2@3.3;
 #                        farce-epoll+FARCE_STALL_MS=100@3.3 = with stall detection on).
@@ -23,14 +23,20 @@
 #   BENCH_YJIT=0         no YJIT rows (default: YJIT twins of farce-epoll, farce-io_uring and the Ruby floor on
 #                        every Ruby whose `ruby --yjit` has YJIT)
 #   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, ppsock1, pp100, http64, http1000, scale0,
-#                        scale10k, timers, spawnburst, acceptburst, queue, xthread, memfiber, memio)
+#                        scale10k, timers, spawnburst, acceptburst, files, queue, xthread, memfiber, memio)
+#   BENCH_FILE_MIB=N     MiB per file of the file-reads case (64 files; default 16, quick 2)
 #   BENCH_SID_RUN=path   chroot runner (default .ci/sid-run; .ci/sid-setup makes the chroot)
 #   BENCH_NO_README=1    keep bench/README.md and bench/plot.svg (write only bench/results/)
+#   BENCH_PIN=0          do not pin the HTTP server to CPU 0 and wrk to CPU 1 (taskset; the default where
+#                        there are 2+ CPUs)
+#   FARCE_PEER_SUITES    the peers' folder: io-event's source there is built for 4.0 and 3.4
+#                        (.ci/io-event-build, cached) so that Async runs on its native EPoll (async-epoll@X)
 require "json"
 require "rbconfig"
 require "fileutils"
 require "time"
-require_relative "lib/wrk_time"
+require "etc"
+require_relative "lib/wrk_output"
 
 module Bench
   class Runner
@@ -118,7 +124,7 @@ module Bench
   end
 end
 
-%w[tools contenders cases running rows summary report backends readme_template].each do |part|
+%w[tools contenders cases running rows summary report backends production_targets falcon_section readme_template].each do |part|
   require_relative "runner/#{part}"
 end
 

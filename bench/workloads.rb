@@ -12,6 +12,8 @@ require "json"
 require "socket"
 require "io/wait"
 require "rbconfig"
+require "fileutils"
+require "tmpdir"
 require_relative "lib/harness"
 
 module Bench
@@ -359,6 +361,75 @@ module Bench
     ensure
       server&.close
     end
+
+    # File reads: `files` tasks each read their own file of `mib` MiB from
+    # the disk (dropped from the page cache first: fdatasync when written,
+    # then IO#advise(:dontneed), Linux's posix_fadvise), in chunks of
+    # `chunk_kib` KiB, while a ticker task sleeps 1 ms at a time and keeps
+    # its worst gap (and the 99th percentile of its gaps): how long the loop
+    # was held. The files are made once
+    # per size under `dir` (default: the system's temporary directory) and
+    # kept for the next run (keep=0 removes them).
+    def file_reads(harness, files: 64, mib: 64, chunk_kib: 256, dir: nil, keep: "1")
+      files = Integer(files)
+      bytes = Integer(mib) * (1 << 20)
+      chunk = Integer(chunk_kib) * 1024
+      dir ||= File.join(Dir.tmpdir, "farce-bench-files-#{mib}mib")
+      paths = Array.new(files) { |i| File.join(dir, "file#{i}") }
+      make_files(paths, bytes)
+      paths.each { |path| File.open(path, "rb") { |f| f.advise(:dontneed) } }
+      gaps = []
+      finished = [] # [bytes read, when] per task: Array#<< is one step for threads too
+      started = nil
+      harness.run do
+        started = Bench.now
+        harness.spawn do
+          last = Bench.now
+          while finished.size < files
+            sleep 0.001
+            t = Bench.now
+            gaps << t - last
+            last = t
+          end
+        end
+        paths.each do |path|
+          harness.spawn do
+            buffer = String.new(capacity: chunk)
+            total = 0
+            File.open(path, "rb") do |f|
+              total += buffer.bytesize while f.read(chunk, buffer)
+            end
+            finished << [total, Bench.now]
+          end
+        end
+      end
+      read = finished.sum(&:first)
+      elapsed = finished.map(&:last).max - started
+      raise "read #{read} bytes, expected #{files * bytes}" unless read == files * bytes
+
+      gaps.sort!
+      { worst_gap_ms: ((gaps.last || 0) * 1000).round(3), gap_p99_ms: ((Bench.percentile(gaps, 0.99) || 0) * 1000).round(3),
+        mib_per_second: (read / elapsed / (1 << 20)).round(1), elapsed_s: elapsed.round(3), ticks: gaps.size,
+        files: files, mib_per_file: Integer(mib), chunk_kib: chunk / 1024 }
+    ensure
+      FileUtils.rm_rf(dir) if dir && keep == "0"
+    end
+
+    # Writes each missing or short file (random bytes, fdatasync'd so that
+    # its pages are clean and advise(:dontneed) can drop them).
+    def make_files(paths, bytes)
+      FileUtils.mkdir_p(File.dirname(paths.first))
+      block = Random.new(7).bytes([bytes, 1 << 20].min)
+      paths.each do |path|
+        next if File.size?(path) == bytes
+
+        File.open(path, "wb") do |f|
+          (bytes / block.bytesize).times { f.write(block) }
+          f.write(block.byteslice(0, bytes % block.bytesize))
+          f.fdatasync
+        end
+      end
+    end
   end
 end
 
@@ -368,7 +439,7 @@ if $PROGRAM_NAME == __FILE__
   params = pairs.to_h { |kv| k, v = kv.split("=", 2); [k.to_sym, v] }
   harness = Bench::Harness.new(contender)
   unless Bench::Workloads.respond_to?(workload)
-    abort "unknown workload #{workload} (pingpong scale timers queue xthread memory spawn_burst accept_burst)"
+    abort "unknown workload #{workload} (pingpong scale timers queue xthread memory spawn_burst accept_burst file_reads)"
   end
   result = Bench::Workloads.public_send(workload, harness, **params)
   puts JSON.generate(contender: contender, workload: workload, params: params,

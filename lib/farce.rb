@@ -5,6 +5,7 @@ require_relative "farce/io_buffer_warning"
 require_relative "farce/native"
 require_relative "farce/scheduler"
 require_relative "farce/fork"
+require_relative "farce/reopen_notice"
 
 # farce is a Fiber::Scheduler whose core (waits, timers, ready queue, kernel
 # drivers) is written in Go.

@@ -1,13 +1,23 @@
 # frozen_string_literal: true
 
-# rake bench        full suite (~10-15 minutes): regenerates bench/README.md and bench/plot.svg
+# rake bench        full suite (~10-15 minutes; ~45 with FARCE_PEER_SUITES, whose contenders and real
+#                   Falcon add as much again and more): regenerates bench/README.md and bench/plot.svg
 # rake bench:quick  ~2 minutes (BENCH_QUICK=1)
-# Knobs (see bench/runner.rb): BENCH_RUNS, BENCH_CONTENDERS, BENCH_ONLY, BENCH_NO_COMPILE=1.
+# Knobs (see bench/runner.rb): BENCH_RUNS, BENCH_CONTENDERS, BENCH_ONLY, BENCH_NO_COMPILE=1, BENCH_PIN=0;
+# FARCE_PEER_SUITES=DIR (the peers' folder, as for rake test:peers) adds Async on io-event's native
+# EPoll on Ruby 4.0 and 3.4 (built once by .ci/io-event-build and cached beside the built Rubies), and real
+# Falcon on Farce against EPoll after the suite (bench/falcon_serve.rb; BENCH_FALCON=0 leaves it out).
 bench_deps = ENV["BENCH_NO_COMPILE"] == "1" ? [] : [:compile]
 
-desc "Benchmark farce against Async (Ruby 3.3 via sid-run) and threads; regenerate bench/README.md"
+desc "Benchmark farce against Async at its best on each Ruby (FARCE_PEER_SUITES for 4.0/3.4) and threads; regenerate bench/README.md"
 task bench: bench_deps do
-  ruby File.expand_path("../bench/runner.rb", __dir__)
+  runner = File.expand_path("../bench/runner.rb", __dir__)
+  ruby runner
+  # Real Falcon needs the peers' folder; a run narrowed by BENCH_ONLY leaves it out too
+  next unless File.directory?(ENV["FARCE_PEER_SUITES"].to_s) && ENV["BENCH_FALCON"] != "0" && !ENV["BENCH_ONLY"]
+
+  ruby File.expand_path("../bench/falcon_serve.rb", __dir__)
+  ruby runner, "--render" unless ENV["BENCH_NO_README"] == "1" # the README with the Falcon figures
 end
 
 namespace :bench do
@@ -22,5 +32,27 @@ namespace :bench do
   desc "async-http example app under wrk: IO_EVENT_SELECTOR=Farce vs Async's EPoll (Ruby 3.3 via sid-run)"
   task :async_http do
     ruby File.expand_path("../bench/async_http.rb", __dir__)
+  end
+end
+
+namespace :bench do
+  desc "Real Falcon (falcon serve --forked) on IO_EVENT_SELECTOR=Farce vs io-event's EPoll under wrk, Ruby 3.3 via sid-run " \
+       "(FARCE_PEER_SUITES=DIR)"
+  task :falcon do
+    ruby File.expand_path("../bench/falcon_serve.rb", __dir__)
+  end
+end
+
+namespace :bench do
+  desc "Instructions per round trip or request by callgrind (CONTENDER=farce-epoll@4.0 WORKLOAD=ppsock|pp|http64|http1000)"
+  task :instructions do
+    ruby File.expand_path("../bench/instructions.rb", __dir__), ENV.fetch("CONTENDER", "farce-epoll"),
+         ENV.fetch("WORKLOAD", "ppsock")
+  end
+
+  desc "Where the HTTP server's CPU goes, kernel included, by perf (CONTENDER=farce-epoll@4.0 WORKLOAD=http64|http1000)"
+  task :cpu_profile do
+    ruby File.expand_path("../bench/cpu_profile.rb", __dir__), ENV.fetch("CONTENDER", "farce-epoll"),
+         ENV.fetch("WORKLOAD", "http64"), *ENV["SECONDS"]
   end
 end

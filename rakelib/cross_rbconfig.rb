@@ -14,30 +14,13 @@
 #                         test program against the root's libruby, whose own
 #                         libraries (libgmp, libz...) ld finds there.
 #
-# The host Ruby must not run anything it builds (mkmf's try_run raises when
-# CROSS_COMPILING is set), and RUBY_VERSION/RUBY_PLATFORM say the target's, as
-# the target's rbconfig.rb insists on its own version.
+# The host Ruby must not run anything it builds, and RUBY_VERSION and
+# RUBY_PLATFORM say the target's (target_rbconfig.rb, shared with the
+# Windows build's windows_mkmf.rb).
 target = ENV.fetch("FARCE_CROSS_RBCONFIG")
 sysroot = ENV.fetch("FARCE_CROSS_SYSROOT")
-source = File.read(target)
-version = source[/raise "ruby lib version \(([\d.]+)\)/, 1] or abort "#{target}: no Ruby version in it"
-arch = source[/CONFIG\["arch"\] = "([^"]+)"/, 1] or abort "#{target}: no arch in it"
-
-# What `require "rbconfig"` would load: marked as loaded, so that mkmf keeps
-# the target's RbConfig.
-host_rbconfig = $LOAD_PATH.map { |dir| File.join(dir, "rbconfig.rb") }.find { |f| File.file?(f) }
-abort "cross_rbconfig.rb: run with --disable-gems (RbConfig is already the host's)" if defined?(RbConfig)
-
-verbose = $VERBOSE
-$VERBOSE = nil # constants redefined on purpose
-Object.send(:remove_const, :RUBY_VERSION)
-Object.send(:remove_const, :RUBY_PLATFORM)
-Object.const_set(:RUBY_VERSION, version.freeze)
-Object.const_set(:RUBY_PLATFORM, arch.freeze)
-Object.const_set(:CROSS_COMPILING, arch.freeze)
-load target
-$LOADED_FEATURES << host_rbconfig if host_rbconfig
-$VERBOSE = verbose
+require_relative "target_rbconfig"
+load_target_rbconfig(target, "cross_rbconfig.rb")
 
 libdirs = %w[usr/lib lib].map { |d| File.join(sysroot, d, RbConfig::CONFIG["arch"]) }
 # Only mkmf's test programs need these (they land in the Makefile's LDFLAGS

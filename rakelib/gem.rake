@@ -7,7 +7,8 @@
 #                     Ruby 3.1 (host), 3.2 and 4.0 (built, .ci/ruby-build),
 #                     3.3 and 3.4 (sid chroot) and the Go core, prebuilt;
 #                     installs with no Go and no compiler
-#                     (PLATFORM=aarch64-linux: the arm64 gem, rakelib/gem_aarch64.rake)
+#                     (PLATFORM=aarch64-linux: the arm64 gem, rakelib/gem_aarch64.rake;
+#                     PLATFORM=x64-mingw-ucrt: the Windows gem, rakelib/windows_gem.rake)
 #   rake gem:check    installs each into an empty GEM_HOME on each of those
 #                     (offline, and without Go for the native gem) and runs it
 #
@@ -51,7 +52,11 @@ namespace :gem do
     # PLATFORM=aarch64-linux: the arm64 gem, cross-built (rakelib/gem_aarch64.rake)
     platform = ENV.fetch("PLATFORM", NATIVE_PLATFORM)
     next Rake::Task["gem:native_aarch64"].invoke if platform == AARCH64_PLATFORM
-    raise "PLATFORM=#{platform}: gem:native builds #{NATIVE_PLATFORM} or #{AARCH64_PLATFORM}" unless platform == NATIVE_PLATFORM
+    # PLATFORM=x64-mingw-ucrt: the Windows gem, cross-built (rakelib/windows_gem.rake)
+    next Rake::Task["gem:native_windows"].invoke if platform == WINDOWS_PLATFORM
+    unless platform == NATIVE_PLATFORM
+      raise "PLATFORM=#{platform}: gem:native builds #{NATIVE_PLATFORM}, #{AARCH64_PLATFORM} or #{WINDOWS_PLATFORM}"
+    end
 
     Dir.chdir(ROOT) do
       NATIVE_RUBIES.each do |v|

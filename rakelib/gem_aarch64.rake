@@ -17,6 +17,8 @@
 # The Rubies are those an arm64 Debian root offers: 3.1 (bookworm), 3.3 (sid)
 # and 3.4 (experimental). Other Rubies the x86_64 gem may carry have no arm64
 # Debian package here, so the aarch64 gem leaves them to the source gem.
+require_relative "platform_gem"
+
 AARCH64_PLATFORM = "aarch64-linux"
 AARCH64_ROOTS = ENV.fetch("ARM64_ROOTS", "/opt/rubies")
 AARCH64_ALL_RUBIES = { "3.1" => "arm64-bookworm", "3.3" => "arm64-sid", "3.4" => "arm64-sid" }.freeze
@@ -45,8 +47,7 @@ namespace :gem do
 
       env = { "GOARCH" => "arm64", "GOOS" => "linux", "CGO_ENABLED" => "1", "CC" => AARCH64_CC, "RUBYOPT" => nil,
               "RUBYLIB" => nil }
-      stage = File.join(ROOT, "tmp", "gem-#{AARCH64_PLATFORM}")
-      FileUtils.rm_rf(stage)
+      binaries = {}
       AARCH64_RUBIES.each_key do |v|
         build = File.join(ROOT, "tmp", "build-#{AARCH64_PLATFORM}-#{v}")
         FileUtils.rm_rf(build)
@@ -59,43 +60,22 @@ namespace :gem do
           # loading the extension provides those symbols).
           sh cross, "make", "-j2", "LIBRUBYARG_SHARED="
         end
-        out = File.join(stage, "lib", "farce", v)
-        FileUtils.mkdir_p(out)
         %w[farce_ext.so libfarce_core.so].each do |f|
           file = File.join(build, f)
           header = File.binread(file, 20)
           # ELF e_machine 183 (EM_AARCH64) at offset 18, little-endian
           raise "#{file} is not an aarch64 ELF object" unless header.start_with?("\x7fELF".b) && header.byteslice(18, 2).unpack1("v") == 183
 
-          FileUtils.cp(file, out)
+          binaries["lib/farce/#{v}/#{f}"] = file
         end
-        needed = IO.popen(["aarch64-linux-gnu-objdump", "-p", File.join(out, "farce_ext.so")], &:read)
-        raise "#{out}/farce_ext.so still needs libruby" if needed.match?(/NEEDED\s+libruby/)
+        needed = IO.popen(["aarch64-linux-gnu-objdump", "-p", File.join(build, "farce_ext.so")], &:read)
+        raise "#{build}/farce_ext.so still needs libruby" if needed.match?(/NEEDED\s+libruby/)
       end
       # One Go core for all, as for x86_64 (each build made the same one).
-      first = File.join(stage, "lib", "farce", AARCH64_RUBIES.keys.first, "libfarce_core.so")
-      AARCH64_RUBIES.keys.drop(1).each { |v| FileUtils.cp(first, File.join(stage, "lib", "farce", v, "libfarce_core.so")) }
-
-      spec = Gem::Specification.load("farce.gemspec")
-      spec.platform = Gem::Platform.new(AARCH64_PLATFORM)
-      spec.extensions = []
-      spec.files = spec.files.reject { |f| f.start_with?("ext/", "internal/", "vendor/") || f.start_with?("go.") }
-      binaries = AARCH64_RUBIES.keys.flat_map { |v| %w[farce_ext.so libfarce_core.so].map { |f| "lib/farce/#{v}/#{f}" } }
-      spec.description = spec.description.sub(/This\s+source gem.*\z/m,
-                                              "This gem is precompiled for aarch64 Linux (glibc) and Ruby " \
-                                              "#{AARCH64_RUBIES.keys.join(', ')}; other Rubies need the source gem.\n")
-      # The package is assembled in the stage: the checkout's lib/farce/<v>/
-      # hold this machine's (x86_64) builds.
-      spec.files.each do |f|
-        dest = File.join(stage, f)
-        FileUtils.mkdir_p(File.dirname(dest))
-        FileUtils.cp(f, dest)
-      end
-      spec.files += binaries
-      file = Dir.chdir(stage) { Gem::Package.build(spec) }
-      FileUtils.mkdir_p("pkg")
-      FileUtils.mv(File.join(stage, file), File.join("pkg", file))
-      puts "built pkg/#{file}"
+      first = binaries.fetch("lib/farce/#{AARCH64_RUBIES.keys.first}/libfarce_core.so")
+      AARCH64_RUBIES.each_key { |v| binaries["lib/farce/#{v}/libfarce_core.so"] = first }
+      build_platform_gem(AARCH64_PLATFORM, binaries,
+                         "aarch64 Linux (glibc) and Ruby #{AARCH64_RUBIES.keys.join(', ')}; other Rubies need the source gem")
     end
   end
 

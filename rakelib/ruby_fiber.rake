@@ -26,8 +26,12 @@
 #   RUBY_FIBER_BUSY=2 RUBY_FIBER_REPEAT=10 ...     # on a loaded machine (two CPU hogs), ten times over
 #   RUBY_FIBER_TEST_TIMEOUT=60                     # seconds before a test counts as hung
 #
+# On a Ruby with counted IO::Buffer locks (4.1) each leg also runs Ruby's
+# test/ruby/test_io_buffer.rb, plain and under farce (rakelib/ruby_io_buffer.rake).
+#
 # Other tasks may call ruby_fiber_leg(version, ruby_command, source_dir).
 
+require "digest"
 require "json"
 require_relative "rubies"
 
@@ -101,13 +105,20 @@ def ruby_fiber_source(version, kind, ruby_version)
     raise RubyFiberSkip, "no ruby-#{ruby_version}*.tar.* in #{src}" unless tarball
 
     dir = File.join(ruby_fiber_cache, File.basename(tarball).sub(/\.tar\..*\z/, ""))
-    unless File.exist?(File.join(dir, ".complete"))
+    # a tarball replaced under the same name (a newer snapshot) is taken again
+    sum = Digest::SHA256.file(tarball).hexdigest
+    complete = File.join(dir, ".complete")
+    unless File.exist?(complete) && File.read(complete).strip == sum
       FileUtils.rm_rf(dir)
       FileUtils.mkdir_p(dir)
       sh "tar", "-xf", tarball, "-C", dir, "--strip-components=1", "--wildcards",
          "*/test/fiber/*", "*/tool/lib/*", "*/tool/test/*.rb"
+      # IO::Buffer's own tests and the test extension they load (with the one
+      # internal header it includes), where the tarball has them (test:ruby_io_buffer)
+      system("tar", "-xf", tarball, "-C", dir, "--strip-components=1", "--wildcards",
+             "*/test/ruby/test_io_buffer.rb", "*/ext/-test-/io_buffer/*", "*/internal/io_buffer.h", err: File::NULL)
       File.write(File.join(dir, "SOURCE"), "#{File.basename(tarball)} (FARCE_RUBY_SRC)\n")
-      FileUtils.touch(File.join(dir, ".complete"))
+      File.write(complete, "#{sum}\n")
     end
     dir
   end
@@ -158,20 +169,21 @@ end
 
 # Runs the suite on one Ruby (given by its command prefix, run from ROOT),
 # once per backend. Returns one result hash per backend (see run.rb).
-def ruby_fiber_leg(version, ruby, source, backends: nil, repeat: 1)
+def ruby_fiber_leg(version, ruby, source, backends: nil, repeat: 1, suite: "fiber", tree: nil, env: {})
   ruby_version = ruby_fiber_capture([*ruby, "-e", RUBY_FIBER_VERSION])
-  tree = ruby_fiber_tree(version, source)
+  tree ||= ruby_fiber_tree(version, source)
   backends ||= ENV["BACKENDS"]&.split || ruby_fiber_backends(ruby)
   puts "ruby_fiber: Ruby #{ruby_version}: tests from #{File.read(File.join(source, 'SOURCE')).strip}; backends #{backends.join(', ')}"
   results = []
   repeat.times do |round|
     backends.each do |backend|
-      label = "Ruby #{ruby_version} #{backend}#{" round #{round + 1}/#{repeat}" if repeat > 1}"
+      label = "Ruby #{ruby_version} #{"#{suite} " unless suite == 'fiber'}#{backend}#{" round #{round + 1}/#{repeat}" if repeat > 1}"
       puts "\n---- ruby_fiber: #{label}"
       started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
       # run.rb kills a hung test itself; this bounds everything else.
       cmd = ["timeout", "-s", "KILL", ENV.fetch("RUBY_FIBER_LEG_TIMEOUT", "1800"), "env", "FARCE_BACKEND=#{backend}",
-             *ruby, File.join("test", "ruby_fiber", "run.rb"), tree, "--label", label]
+             *env.map { |k, v| "#{k}=#{v}" }, *ruby, File.join("test", "ruby_fiber", "run.rb"), tree,
+             "--label", label, "--suite", suite]
       result = nil
       IO.popen(cmd, chdir: ROOT, err: %i[child out]) do |io|
         io.each_line do |line|
@@ -193,13 +205,14 @@ def ruby_fiber_leg(version, ruby, source, backends: nil, repeat: 1)
   results
 end
 
-# CPU hogs for the loaded-machine mode: busy sibling processes, each a Ruby
-# spinning at normal priority, stopped (by pid) when the block ends.
+# CPU hogs for the loaded-machine mode (test:ruby_fiber's RUBY_FIBER_BUSY,
+# test:rubies' RUBIES_BUSY): busy sibling processes, each a Ruby spinning at
+# normal priority, stopped (by pid) when the block ends.
 def with_busy_siblings(count)
   return yield if count.zero?
 
   pids = Array.new(count) { Process.spawn(RbConfig.ruby, "-e", "loop {}") }
-  puts "ruby_fiber: #{count} busy sibling process(es) running (pids #{pids.join(' ')})"
+  puts "#{count} busy sibling process(es) running (pids #{pids.join(' ')})"
   begin
     yield
   ensure
@@ -241,6 +254,11 @@ namespace :test do
           else ruby_fiber_compile(ruby)
           end
           results.concat(ruby_fiber_leg(version, ruby, source, repeat: repeat))
+          begin # Ruby's test_io_buffer.rb where locks are counted (rakelib/ruby_io_buffer.rake)
+            results.concat(ruby_io_buffer_leg(version, ruby, source, repeat: repeat))
+          rescue RubyFiberSkip => e
+            puts "ruby_fiber: not run: #{e.message}"
+          end
         rescue RubyFiberSkip => e
           skipped[version] = e.message
           puts "ruby_fiber: Ruby #{version}: SKIPPED: #{e.message}"

@@ -34,6 +34,13 @@ def offered_backends(runner = [])
   out.split
 end
 
+# The reports of the failures and errors in a minitest run's output. minitest
+# lists skips and failures alike at the end; with dozens of skips there, the
+# failures' own reports are what a log must show.
+def minitest_failure_reports(out)
+  out.split(/^(?=\s*\d+\) (?:Failure|Error|Skipped):$)/).grep(/\A\s*\d+\) (?:Failure|Error):$/)
+end
+
 # Runs a minitest command, echoing its output; with require_no_skips, fails
 # when any test skipped (a suite whose gems are missing skips every test).
 def run_minitest(cmd, label, require_no_skips: false)
@@ -42,7 +49,13 @@ def run_minitest(cmd, label, require_no_skips: false)
     io.each_line { |line| $stdout.print(line); out << line }
   end
   totals = out.lines.grep(/\A\d+ runs, /).last
-  raise "#{label}: failed (exit #{$?.exitstatus}, #{totals&.strip || 'no totals'})" unless $?.success? && totals
+  unless $?.success? && totals
+    # the summary is often all a CI log keeps: it names what failed, each
+    # with the first lines of its report, not only how many
+    briefs = minitest_failure_reports(out).map { |r| r.lines.drop(1).first(4).map(&:strip).join(" | ") }
+    raise "#{label}: failed (exit #{$?.exitstatus}, #{totals&.strip || 'no totals'})" +
+          briefs.map { |b| "\n    #{b}" }.join
+  end
   raise "#{label}: tests skipped, expected none: #{totals.strip}" if require_no_skips && !totals.include?(" 0 skips")
 
   puts "#{label}: #{totals.strip}"
@@ -78,17 +91,22 @@ task test: :compile do
 end
 
 namespace :test do
-  desc "Go: vet, the race detector, bounded fuzzing (FARCE_FUZZTIME, default 15s)"
+  desc "Go: vet, the race detector, fuzzing bounded by execution count (FARCE_FUZZTIME overrides)"
   task :go do
     sh "go", "vet", "./..."
     sh "go", "test", "-race", "-count=1", "./..."
-    fuzztime = ENV.fetch("FARCE_FUZZTIME", "15s")
-    # Go minimizes every input that finds new coverage before it goes on,
-    # for up to a minute by default: a bounded run then spent most of its
-    # time at 0 execs/s, and one that ended mid-minimization failed with
-    # "context deadline exceeded". A second is plenty for these inputs.
-    { "FuzzStateMachine" => "./internal/sched/", "FuzzReserved" => "./internal/sched/",
-      "FuzzTimerHeap" => "./internal/sched/", "FuzzOpTable" => "./internal/driver/" }.each do |target, pkg|
+    # Each target runs for a number of executions, about 15 s of this
+    # machine's quiet rate: a duration bound races Go's fuzz coordinator
+    # (up to 1.26, the deadline that ends a -fuzztime run can surface from
+    # a worker still finishing its input as a failed target, "context
+    # deadline exceeded", with no crasher), which starved CI workers hit.
+    # A count has no deadline to race; a loaded machine only takes longer.
+    # Go also minimizes every input that finds new coverage before it goes
+    # on, for up to a minute by default; a second is plenty for these.
+    { "FuzzStateMachine" => ["./internal/sched/", "60000x"], "FuzzReserved" => ["./internal/sched/", "50000x"],
+      "FuzzTimerHeap" => ["./internal/sched/", "250000x"], "FuzzOpTable" => ["./internal/driver/", "150000x"] }
+      .each do |target, (pkg, executions)|
+      fuzztime = ENV.fetch("FARCE_FUZZTIME", executions)
       sh "go", "test", "-run", "^$", "-fuzz", "^#{target}$", "-fuzztime", fuzztime, "-fuzzminimizetime", "1s", pkg
     end
   end
@@ -119,13 +137,20 @@ namespace :test do
       failures << e.message
       results << "FAILED: #{e.message}"
     end
-    leg_backends(version, runner).each do |backend|
-      label = "Ruby #{version} test/ on #{backend == 'ruby' ? 'the Ruby loop' : backend}"
-      # the pure-Ruby loop keeps the same expectations on every Ruby
-      # -v: minitest names each skipped test and its reason (for the summary)
-      suite.call do
-        results.concat(run_minitest([*runner, "env", "FARCE_BACKEND=#{backend}", "ruby", "-Ilib", "-Itest", "-e", main, "--", "-v"],
-                                    label))
+    # RUBIES_BUSY="3.3": that leg's test/ suites run with both CPU cores
+    # busy (two CPU-bound sibling processes, as RUBY_FIBER_BUSY does for
+    # Ruby's test/fiber), so that a test only a loaded machine breaks is
+    # caught in every bin/test, not on a busy CI machine later
+    busy = ENV.fetch("RUBIES_BUSY", "").split.include?(version) ? 2 : 0
+    with_busy_siblings(busy) do
+      leg_backends(version, runner).each do |backend|
+        label = "Ruby #{version} test/ on #{backend == 'ruby' ? 'the Ruby loop' : backend}#{busy.positive? ? ', both cores busy' : ''}"
+        # the pure-Ruby loop keeps the same expectations on every Ruby
+        # -v: minitest names each skipped test and its reason (for the summary)
+        suite.call do
+          results.concat(run_minitest([*runner, "env", "FARCE_BACKEND=#{backend}", "ruby", "-Ilib", "-Itest", "-e", main, "--", "-v"],
+                                      label))
+        end
       end
     end
     if (missing = async_missing(runner))
@@ -148,7 +173,8 @@ namespace :test do
     raise LegFailed, failures.join("; ") unless failures.empty?
   end
 
-  desc "Build and test on Ruby #{RUBY_LEGS.join(', ')}; RUBIES='4.0 4.1' picks, RUBIES_BACKENDS=all runs every backend on each"
+  desc "Build and test on Ruby #{RUBY_LEGS.join(', ')}; RUBIES='4.0 4.1' picks, RUBIES_BACKENDS=all runs every backend on each, " \
+       "RUBIES_BUSY='3.3' runs that leg's test/ with both cores busy"
   task :rubies do
     rubies = ENV.fetch("RUBIES", RUBY_LEGS.join(" ")).split
     if rubies.any? { |v| v != RUBY_ABI }

@@ -135,7 +135,7 @@ class TestBadInput < Minitest::Test
 
   def test_hooks_called_outside_a_non_blocking_fiber_do_not_hang
     # A parking hook called from the root fiber has nowhere to yield to: it
-    # must neither hang nor spin (issue 13 item 3). kernel_sleep sleeps with
+    # must neither hang nor spin. kernel_sleep sleeps with
     # the thread, as Kernel#sleep does without a scheduler; block, which
     # only another fiber could end, raises Farce::Error.
     thread = Thread.new do

@@ -2,60 +2,133 @@
 
 require_relative "test_helper"
 
-# The C extension's layering, as docs/architecture.md draws it: one file calls
-# into the Go library, and the files' includes form no circle (a file that
-# needs the loop's helpers back from a part of the loop is a part that should
-# return codes instead). Reads the C sources, so it skips where they are not
-# (a test tree copied beside an installed gem).
+# The C extension's layering, as docs/architecture.md draws it: one folder of
+# ext/farce per layer, each including only its own folder and the layers below
+# it (a front end may include the loop; the loop never includes a front end),
+# one file calling into the Go library, and no circle of includes among the
+# files (a file that needs the loop's helpers back from a part of the loop is
+# a part that should return codes instead). Reads the C sources, so it skips
+# where they are not (a test tree copied beside an installed gem).
 class TestExtLayering < Minitest::Test
   EXT = File.expand_path("../ext/farce", __dir__)
-  DOOR = "core_door.c"
+  DOOR = "core_access/core_door.c"
+
+  # Top to bottom. A file includes headers of its own folder and of the
+  # folders after its own, never of one before it. core/ is the Go package:
+  # its farce_core.h is the C ABI, and includes nothing of the extension.
+  LAYERS = %w[front_ends hook_io loop core_access platforms core].freeze
 
   def setup
-    skip "no C sources at #{EXT} (not a source tree)" if Dir[File.join(EXT, "*.c")].empty?
+    skip "no C sources at #{EXT} (not a source tree)" if Dir[File.join(EXT, "*", "*.c")].empty?
   end
 
-  # A unit is a .c file and the header of the same name: "x.c includes y.h"
-  # and "x.h includes y.h" both make x depend on y.
-  def units
-    Dir[File.join(EXT, "*.{c,h}")].each_with_object(Hash.new { |h, k| h[k] = [] }) do |path, deps|
-      unit = File.basename(path).sub(/\.[ch]\z/, "")
-      File.read(path).scan(/^\s*#\s*include\s+"([^"]+)\.h"/).flatten.each do |header|
-        header = File.basename(header)
-        deps[unit] << header unless header == unit
+  # Every C file and header of the extension, by its path under ext/farce
+  # ("loop/event_loop.c"), with the paths of the extension's headers it
+  # includes. An include names its folder ("loop/stall.h"), as extconf.rb's
+  # -I$(srcdir) resolves it; one that does not is left for the test below to
+  # name.
+  def includes
+    Dir.chdir(EXT) do
+      Dir["*/*.{c,h}"].sort.to_h do |path|
+        [path, File.read(path).scan(/^\s*#\s*include\s+"([^"]+)"/).flatten]
+      end
+    end
+  end
+
+  # "x.c includes y.h" and "x.h includes y.h" both make the unit x (a .c and
+  # its header) depend on y.
+  def units(files)
+    files.each_with_object(Hash.new { |h, k| h[k] = [] }) do |(path, headers), deps|
+      unit = path.sub(/\.[ch]\z/, "")
+      headers.each do |header|
+        dep = header.sub(/\.h\z/, "")
+        deps[unit] << dep unless dep == unit
       end
       deps[unit] # every file is a unit, with or without includes
     end
   end
 
-  def test_no_include_cycle
-    deps = units
-    refute_empty deps
+  # The includes that go up a layer, or leave the layers, as "file -> header".
+  def layer_breaks(files)
+    files.flat_map do |path, headers|
+      own = LAYERS.index(File.dirname(path))
+      next ["#{path} is in no layer's folder (#{LAYERS.join(', ')})"] unless own
+
+      headers.filter_map do |header|
+        theirs = LAYERS.index(File.dirname(header))
+        if theirs.nil? then "#{path} -> #{header} (name the header's folder: #{LAYERS.join(', ')})"
+        elsif theirs < own then "#{path} -> #{header} (#{File.dirname(header)} is above #{File.dirname(path)})"
+        end
+      end
+    end
+  end
+
+  # The first circle of includes among units, or nil.
+  def include_cycle(deps)
     state = {}
     path = []
     visit = lambda do |unit|
       return if state[unit] == :done
+      return path[path.index(unit)..] + [unit] if state[unit] == :open
 
-      if state[unit] == :open
-        cycle = path[path.index(unit)..] + [unit]
-        flunk "ext/farce includes go in a circle: #{cycle.join(' -> ')}"
-      end
       state[unit] = :open
       path.push(unit)
-      deps.fetch(unit, []).each { |dep| visit.call(dep) if deps.key?(dep) }
+      deps.fetch(unit, []).each do |dep|
+        cycle = deps.key?(dep) && visit.call(dep)
+        return cycle if cycle
+      end
       path.pop
       state[unit] = :done
+      nil
     end
-    deps.each_key { |unit| visit.call(unit) }
+    deps.each_key.lazy.filter_map { |unit| visit.call(unit) }.first
+  end
+
+  def test_every_include_stays_in_its_layer_or_goes_down
+    files = includes
+    refute_empty files
+    assert_empty layer_breaks(files), "ext/farce includes that go up a layer (#{LAYERS.join(' > ')})"
+  end
+
+  # C files straight in ext/farce, or in a folder the layers do not name,
+  # would be held to no rule. (Not the header `go build` writes beside the
+  # core's library when extconf.rb's Makefile is run in ext/farce itself.)
+  def test_every_c_file_is_in_a_layer
+    files = Dir.chdir(EXT) { Dir["**/*.{c,h}"] } - %w[libfarce_core.h farce_core.h]
+    folders = files.map { |path| File.dirname(path) }.uniq
+    assert_equal LAYERS.sort, folders.sort, "ext/farce's folders of C and the layers this test knows"
+  end
+
+  def test_no_include_cycle
+    deps = units(includes)
+    refute_empty deps
+    cycle = include_cycle(deps)
+    assert_nil cycle, "ext/farce includes go in a circle: #{cycle&.join(' -> ')}"
+  end
+
+  # The rules above, shown to fail: a loop file that includes a front end, a
+  # header named without its folder, a file outside every layer, a circle.
+  def test_the_rules_catch_what_they_forbid
+    breaks = layer_breaks(
+      "loop/event_loop.c" => ["front_ends/fiber_scheduler.h", "loop/stall.h", "core/farce_core.h"],
+      "hook_io/io_transfer.c" => ["event_loop.h"],
+      "stray.c" => []
+    )
+    assert_equal 3, breaks.size, breaks.inspect
+    assert_match(/front_ends is above loop/, breaks[0])
+    assert_match(/name the header's folder/, breaks[1])
+    assert_match(/in no layer's folder/, breaks[2])
+    cycle = include_cycle(units("loop/a.c" => ["loop/b.h"], "loop/b.h" => ["loop/a.h"], "loop/a.h" => []))
+    assert_equal %w[loop/a loop/b loop/a], cycle
   end
 
   # The function table of the loaded Go library (struct farce_core_api) and
   # the dlsym that fills it appear in core_door.c only; every other file
   # calls the typed wrappers of core_door.h.
   def test_only_the_door_sees_the_go_function_table
-    sources = Dir[File.join(EXT, "*.{c,h}")]
-    assert_includes sources.map { |p| File.basename(p) }, DOOR
-    seen = sources.select { |p| File.read(p).match?(/\bfarce_core_api\b|->fn\.|\.fn\./) }
-    assert_equal [DOOR], seen.map { |p| File.basename(p) }
+    sources = Dir.chdir(EXT) { Dir["*/*.{c,h}"] }
+    assert_includes sources, DOOR
+    seen = sources.select { |p| File.read(File.join(EXT, p)).match?(/\bfarce_core_api\b|->fn\.|\.fn\./) }
+    assert_equal [DOOR], seen
   end
 end

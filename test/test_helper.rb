@@ -36,8 +36,8 @@ module FarceTestHelper
   end
 
   # The backends of the Go core; a test that covers several runs on these
-  # unless it names its own.
-  NATIVE_BACKENDS = %i[epoll poll io_uring].freeze
+  # unless it names its own. A Windows Ruby has IOCP alone.
+  NATIVE_BACKENDS = (Gem.win_platform? ? %i[iocp] : %i[epoll poll io_uring]).freeze
 
   # Yields each backend of `only` under test (backends_under_test); skips
   # the test when none is available or selected.
@@ -45,6 +45,19 @@ module FarceTestHelper
     list = backends_under_test(only)
     skip "none of #{only.inspect} available or selected" if list.empty?
     list.each { |b| yield b }
+  end
+
+  # Runs the block with the environment variables `vars` names set (nil
+  # removes one), then puts back what was there. A test that saved a value
+  # by hand and skipped before saving it used to "restore" nil, which
+  # removed FARCE_BACKEND for every test after it: the Ruby loop's leg then
+  # went on testing :auto, and only in some orders.
+  def with_env(vars)
+    saved = vars.keys.to_h { |name| [name, ENV[name]] }
+    vars.each { |name, value| ENV[name] = value }
+    yield
+  ensure
+    saved&.each { |name, value| ENV[name] = value }
   end
 
   def needs_ruby(version)
@@ -135,3 +148,24 @@ module FarceTestHelper
 end
 
 Minitest::Test.include(FarceTestHelper)
+
+# The leg a suite runs as (FARCE_BACKEND) must be the same after every test
+# as before it: a test that changed it for good would put every test after
+# it on another backend, in some orders only, with nothing failing.
+module FarceBackendUnchanged
+  LEG = ENV["FARCE_BACKEND"]
+
+  def after_teardown
+    super
+    return if ENV["FARCE_BACKEND"] == LEG
+
+    found = ENV["FARCE_BACKEND"]
+    ENV["FARCE_BACKEND"] = LEG # the tests after this one run on the leg's backend
+    # first among the test's results: a skip listed before it would
+    # otherwise make minitest count the test as skipped
+    failure = Minitest::Assertion.new("FARCE_BACKEND is #{found.inspect} after this test, #{LEG.inspect} before it")
+    failure.set_backtrace(caller)
+    failures.unshift(failure)
+  end
+end
+Minitest::Test.prepend(FarceBackendUnchanged)

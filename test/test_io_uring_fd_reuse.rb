@@ -58,36 +58,35 @@ class TestIOURingFdReuse < Minitest::Test
   # The same through Farce::IOEventSelector: the loop fiber itself closes
   # the IO and reuses its number between the read's park and select.
   def test_selector_read_whose_io_was_closed_and_its_number_reused_before_select
-    saved = ENV["FARCE_BACKEND"]
-    ENV["FARCE_BACKEND"] = "io_uring"
-    selector = Farce::IOEventSelector.new(Fiber.current)
-    r1, w1 = IO.pipe
-    fd = r1.fileno
-    result = nil
-    reader = Fiber.new do
-      result = begin
-        selector.io_read(reader, r1, IO::Buffer.new(10), 1, 0)
-      rescue IOError => e
-        e
+    with_env("FARCE_BACKEND" => "io_uring") do
+      selector = Farce::IOEventSelector.new(Fiber.current)
+      r1, w1 = IO.pipe
+      fd = r1.fileno
+      result = nil
+      reader = Fiber.new do
+        result = begin
+          selector.io_read(reader, r1, IO::Buffer.new(10), 1, 0)
+        rescue IOError => e
+          e
+        end
+        selector.loop.transfer
       end
-      selector.loop.transfer
+      reader.transfer # parks in a read operation, back here
+      submitted = selector.stats[:completion_ops_submitted]
+      r1.close
+      r2, w2 = IO.pipe
+      w2.write("new")
+      deadline = monotonic + 5
+      selector.select(0.01) while result.nil? && monotonic < deadline
+      fresh = r2.read_nonblock(10, exception: false)
+      assert_equal 1, submitted, "the parked read was no completion operation"
+      skip "the new pipe did not reuse the number" unless r2.fileno == fd
+      assert_kind_of IOError, result, "the read of the closed IO answered #{result.inspect}"
+      assert_equal "new", fresh, "the new pipe's bytes"
+    ensure
+      [w1, r2, w2].compact.each(&:close)
+      selector&.close
     end
-    reader.transfer # parks in a read operation, back here
-    submitted = selector.stats[:completion_ops_submitted]
-    r1.close
-    r2, w2 = IO.pipe
-    w2.write("new")
-    deadline = monotonic + 5
-    selector.select(0.01) while result.nil? && monotonic < deadline
-    fresh = r2.read_nonblock(10, exception: false)
-    assert_equal 1, submitted, "the parked read was no completion operation"
-    skip "the new pipe did not reuse the number" unless r2.fileno == fd
-    assert_kind_of IOError, result, "the read of the closed IO answered #{result.inspect}"
-    assert_equal "new", fresh, "the new pipe's bytes"
-  ensure
-    [w1, r2, w2].compact.each(&:close)
-    selector&.close
-    ENV["FARCE_BACKEND"] = saved
   end
 
   # More reads queued in one turn than the ring's submission queue holds

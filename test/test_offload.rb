@@ -4,8 +4,9 @@ require_relative "test_helper"
 require "tempfile"
 require "zlib"
 
-# Work that runs on farce's worker threads: io_pread/io_pwrite (Ruby 3.3+)
-# and blocking_operation_wait (Ruby 3.4+). The hooks themselves are plain
+# Work that runs on farce's worker threads: io_pread/io_pwrite (Ruby 3.3+;
+# on io_uring completion operations instead) and blocking_operation_wait
+# (Ruby 3.4+). The hooks themselves are plain
 # methods, so their contract is also tested by calling them directly.
 class TestOffload < Minitest::Test
   def needs(version, what)
@@ -13,6 +14,16 @@ class TestOffload < Minitest::Test
   end
 
   # ---- io_pread / io_pwrite ------------------------------------------------
+
+  # Where io_pread/io_pwrite ran: on io_uring a regular file's way
+  # (docs/behaviour.md, "Regular files": completion operations, or at once
+  # when the page cache holds the bytes), elsewhere on a worker thread.
+  def off_the_loop?(scheduler)
+    stats = scheduler.stats
+    return scheduler.worker_pool.threads >= 1 unless stats[:completion_ops]
+
+    (stats[:completion_ops_submitted] + stats[:file_transfers_cached]).positive?
+  end
 
   def test_pread_and_pwrite_on_a_regular_file
     needs "3.3", "IO#pread/IO#pwrite through the scheduler (io_pread/io_pwrite)"
@@ -27,18 +38,19 @@ class TestOffload < Minitest::Test
           assert_equal "0abc4", io.pread(5, 0)
           assert_raises(EOFError) { io.pread(1, 100) }
         end
-        assert_operator Fiber.scheduler.worker_pool.threads, :>=, 1, "pread/pwrite must run on a worker thread"
+        assert off_the_loop?(Fiber.scheduler), "pread/pwrite must run on a worker thread (io_uring: as completion operations)"
       end
     end
   end
 
   # IO::Buffer#pread reaches io_pread with the GVL held, so the read runs
   # on a worker thread. (Ruby 3.3 and 3.4 call it for IO#pread without the
-  # GVL: then it cannot leave the thread, see ext/farce/positional_io.c.)
+  # GVL: then it cannot leave the thread, see ext/farce/hook_io/positional_io.c.)
   def test_buffer_pread_on_a_big_file_lets_other_fibers_run
     needs "3.3", "IO::Buffer#pread through the scheduler (io_pread)"
     chunk = 1 << 20
     Tempfile.create("farce") do |f|
+      f.binmode # a Windows Ruby opens it in text mode: each "\n" written would become "\r\n"
       data = Random.new(3).bytes(chunk) * 16
       f.write(data)
       f.flush
@@ -58,7 +70,7 @@ class TestOffload < Minitest::Test
           File.open(f.path, "r+") { |w| assert_equal 7, out.pwrite(w, 5, 7) }
         end
         done = true
-        assert_operator Fiber.scheduler.worker_pool.threads, :>=, 1, "the reads must run on a worker thread"
+        assert off_the_loop?(Fiber.scheduler), "the reads must run on a worker thread (io_uring: as completion operations)"
       end
       assert_equal "written", File.binread(f.path, 7, 5)
       between = log.each_cons(2).count { |a, b| a == :pread && b == :tick }
@@ -225,6 +237,32 @@ class TestOffload < Minitest::Test
     assert finished, "the operation must not be abandoned"
     assert_kind_of Timeout::Error, error
     assert_operator elapsed, :>=, 0.075
+  end
+
+  # A worker woken for a job is still counted as waiting until it runs: a
+  # second job submitted before then must get a thread of its own, or it
+  # queues behind the first. Here the first waits for the second (as a
+  # pipe's write on a worker waits for its read on another, on Windows),
+  # so the second would never run.
+  def test_a_job_submitted_before_the_woken_worker_ran_gets_a_thread_of_its_own
+    second_ran = false
+    first_saw_it = nil
+    Farce.run(backend: backend, worker_threads: 2) do
+      pool = Fiber.scheduler.worker_pool
+      pool.run(-> {}) # one worker thread, idle from now on
+      deadline = monotonic + 10
+      sleep 0.001 until pool.instance_variable_get(:@jobs).num_waiting == 1 || monotonic > deadline
+      # both submitted in one go: nothing here lets the woken worker run
+      Fiber.schedule do
+        first_saw_it = pool.run(lambda do
+          limit = monotonic + 5 # generous: without a second thread it never comes
+          sleep 0.001 until second_ran || monotonic > limit
+          second_ran
+        end)
+      end
+      Fiber.schedule { pool.run(-> { second_ran = true }) }
+    end
+    assert first_saw_it, "the second job waited behind the first: no thread was started for it"
   end
 
   def test_workers_end_when_the_scheduler_closes

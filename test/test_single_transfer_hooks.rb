@@ -6,7 +6,8 @@ require "tempfile"
 # Ruby 4.1's io_read/io_write/io_pread/io_pwrite (scheduler interface
 # version 4, ruby/ruby#18483): (io, buffer, offset, length) and (io, buffer,
 # from, offset, length), one transfer of at most `length` bytes that never
-# waits (-EAGAIN instead). No Ruby on this machine calls them yet (the
+# waits for readiness (-EAGAIN instead; on io_uring, a fiber that can park
+# waits for one completion operation of that range). No Ruby on this machine calls them yet (the
 # 4.1-dev snapshot predates the change), so the tests call the hooks
 # directly in 4.1's argument order: under their own names (__io_read_v4,
 # ...), which every build defines, or as io_read itself on a Ruby whose
@@ -29,6 +30,14 @@ class TestSingleTransferHooks < Minitest::Test
     scheduler.__send__(:"__#{name}_v4", *arguments)
   end
 
+  # Runs the block in a blocking fiber, which never parks: there a transfer
+  # that cannot be made now is -EAGAIN on every backend, io_uring included.
+  def unparked(&block) = Fiber.new(blocking: true, &block).resume
+
+  # Whether a transfer from a fiber that can park becomes a completion
+  # operation once the descriptor is not ready (io_uring).
+  def operations? = Fiber.scheduler.stats[:completion_ops]
+
   def test_read_moves_at_most_length_bytes_to_the_offset
     farce do
       r, w = IO.pipe
@@ -50,16 +59,41 @@ class TestSingleTransferHooks < Minitest::Test
     end
   end
 
-  # The hook never waits: Ruby's IO layer calls io_wait and the hook again.
+  # The hook never waits for readiness: Ruby's IO layer calls io_wait and
+  # the hook again.
   def test_read_of_an_empty_stream_is_eagain_at_once
     farce do
       r, w = IO.pipe
       buffer = IO::Buffer.new(4)
-      assert_equal EAGAIN, hook(:io_read, r, buffer, 0, 4)
+      assert_equal EAGAIN, unparked { hook(:io_read, r, buffer, 0, 4) }
       assert_equal 0, Fiber.scheduler.stats[:pending_waits], "nothing parked, nothing left waiting"
       w.write("z")
       assert_equal 1, hook(:io_read, r, buffer, 0, 4)
     end
+  end
+
+  # From a fiber that can park: -EAGAIN, or on io_uring one completion
+  # operation of exactly the range, which ends when data comes.
+  def test_read_of_an_empty_stream_from_a_fiber_that_can_park
+    result = :none
+    operations = nil
+    farce do
+      r, w = IO.pipe
+      buffer = IO::Buffer.new(8)
+      operations = operations?
+      reader = Fiber.schedule { result = hook(:io_read, r, buffer, 1, 3) }
+      if operations
+        assert reader.alive?, "parked on its operation"
+        assert_equal :none, result
+        assert buffer.locked?, "held while the kernel may write into it"
+      end
+      w.write("abcdef")
+      sleep 0.001 while reader.alive? # the loop runs it once the data is there
+      assert_equal(operations ? "def" : "abcdef", r.read_nonblock(16))
+      assert_equal "\0abc".b, buffer.get_string(0, 4) if operations
+      refute buffer.locked?
+    end
+    assert_equal(operations ? 3 : EAGAIN, result)
   end
 
   def test_end_of_file_is_zero
@@ -108,7 +142,7 @@ class TestSingleTransferHooks < Minitest::Test
       _r, w = IO.pipe
       nil while w.write_nonblock("x" * 65_536, exception: false).is_a?(Integer)
       buffer = IO::Buffer.new(4)
-      assert_equal EAGAIN, hook(:io_write, w, buffer, 0, 4)
+      assert_equal EAGAIN, unparked { hook(:io_write, w, buffer, 0, 4) }
       assert_equal 0, Fiber.scheduler.stats[:pending_waits]
     end
   end
@@ -156,7 +190,7 @@ class TestSingleTransferHooks < Minitest::Test
       refute buffer.locked?
       buffer.locked do
         assert_equal 1, hook(:io_read, r, buffer, 0, 4)
-        assert_equal EAGAIN, hook(:io_read, r, buffer, 0, 4)
+        assert_equal EAGAIN, unparked { hook(:io_read, r, buffer, 0, 4) }
         assert_equal 1, hook(:io_write, w, buffer, 0, 1)
         assert buffer.locked?, "the owner's lock is still the owner's"
       end
@@ -191,9 +225,12 @@ class TestSingleTransferHooks < Minitest::Test
     end
     r, w = IO.pipe
     results = nil
+    # the loop's own fiber never parks (a child fiber would, on io_uring:
+    # test/single_transfer_build_check.rb)
+    first = call.(:io_read, r, IO::Buffer.new(4), 0, 4)
     run.call do
       buffer = IO::Buffer.new(8)
-      results = [call.(:io_read, r, buffer, 0, 4)]
+      results = [first]
       w.write("abcdef")
       results << call.(:io_read, r, buffer, 1, 2) << buffer.get_string(0, 3)
       buffer.set_string("XY", 0)

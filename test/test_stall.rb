@@ -3,7 +3,7 @@
 require_relative "test_helper"
 require "zlib"
 
-# Stall detection (issue 16): a fiber that holds the loop longer than the
+# Stall detection: a fiber that holds the loop longer than the
 # threshold is reported once, when it gives the loop back, with where it
 # was while it held it. Margins are wide: the busy fibers run 3x the
 # threshold, the polite ones yield 50x under it.
@@ -13,11 +13,24 @@ class TestStall < Minitest::Test
   # The Ruby loop's watchdog is a thread, which gets the GVL only at Ruby's
   # 100 ms thread switch (later on a loaded machine): a stall that must be
   # seen runs long enough for several switches there.
+  #
+  # Spins for `seconds` of this thread's CPU time, not of the clock's: a
+  # machine that runs the process a tenth of the time stretches the stall
+  # tenfold instead of leaving the watchdog, which needs the same machine,
+  # a shorter share of it (a 0.3 s spin by the clock went unreported at a
+  # load of 20 on 2 cores).
   def busy(seconds)
     seconds *= 3 if ruby_loop? && seconds >= THRESHOLD
-    t = monotonic
-    nil while monotonic - t < seconds
+    t = cpu_time
+    nil while cpu_time - t < seconds
   end
+
+  def cpu_time = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+
+  # The spin of the tests that must see a report at its own line (busy's
+  # seconds for 0.3 s: three times that on the Ruby loop; a 0.3 s spin by
+  # the clock went unreported there with both cores busy).
+  def spin = ruby_loop? ? 0.9 : 0.3
 
   # Runs the block as Farce.run's first fiber with stall detection on;
   # returns the reports.
@@ -36,9 +49,10 @@ class TestStall < Minitest::Test
     line = nil
     reports = reports_of do
       Fiber.schedule do
-        t = monotonic
+        limit = spin
+        t = cpu_time
         line = __LINE__ + 1
-        nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.3
+        nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t < limit
         sleep 0.001
       end
       3.times { sleep 0.01 }
@@ -54,7 +68,7 @@ class TestStall < Minitest::Test
   end
 
   # A scheduler made in one thread and used in another: the loop moves to
-  # the thread that uses it (issue 13 item 5), and the stall signal follows,
+  # the thread that uses it, and the stall signal follows,
   # so the sample is that thread's fiber, taken where it was stuck.
   def test_a_loop_moved_to_another_thread_is_sampled_there
     reports = []
@@ -63,9 +77,10 @@ class TestStall < Minitest::Test
     Thread.new do
       Fiber.set_scheduler(scheduler)
       Fiber.schedule do
-        t = monotonic
+        limit = spin
+        t = cpu_time
         line = __LINE__ + 1
-        nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.3
+        nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t < limit
         sleep 0.001
       end
     ensure
@@ -77,13 +92,21 @@ class TestStall < Minitest::Test
     assert_match(/:#{line}:/, frame)
   end
 
+  # A loaded machine may stop the whole process for longer than the
+  # threshold in the middle of a fiber's 2 ms step (it did, at a load of 20
+  # on 2 cores): that turn did hold the loop that long, and its report is
+  # right. The fibers stamp the clock around every step, so such a stop
+  # shows as a gap between two stamps; each report needs one.
   def test_no_report_when_every_fiber_yields_in_time
     stats = nil
+    stamps = []
     reports = reports_of do
       10.times do
         Fiber.schedule do
           20.times do
+            stamps << monotonic
             busy(0.002)
+            stamps << monotonic
             sleep 0
           end
         end
@@ -91,8 +114,10 @@ class TestStall < Minitest::Test
       sleep 0.05
       stats = Fiber.scheduler.stats
     end
-    assert_empty reports
-    assert_equal 0, stats[:stalls]
+    stopped = stamps.each_cons(2).map { |a, b| b - a }.select { |gap| gap >= THRESHOLD / 2 }
+    assert_operator reports.size, :<=, stopped.size,
+                    "reports #{reports.map(&:duration).inspect}, but the process stopped only #{stopped.inspect}"
+    assert_operator stats[:stalls], :<=, reports.size # (taken before the last turns ended)
     assert_in_delta THRESHOLD, stats[:stall_threshold], 1e-9
   end
 
@@ -177,7 +202,7 @@ class TestStall < Minitest::Test
   def test_an_exception_from_on_stall_is_reported_not_raised
     out, status = ruby_subprocess(<<~RUBY)
       require "farce"
-      def busy(s) = (t = Process.clock_gettime(Process::CLOCK_MONOTONIC); nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < s)
+      def busy(s) = (t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID); nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t < s)
       Farce.run(backend: :#{backend}, stall_threshold: 0.1, on_stall: ->(r) { raise "boom" }) do
         Fiber.schedule { busy(0.3); sleep 0.001 }
       end
@@ -192,7 +217,7 @@ class TestStall < Minitest::Test
   def test_environment_and_default_report
     out, status = ruby_subprocess(<<~RUBY, env: { "FARCE_STALL_MS" => "100" })
       require "farce"
-      def busy(s) = (t = Process.clock_gettime(Process::CLOCK_MONOTONIC); nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < s)
+      def busy(s) = (t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID); nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t < s)
       Farce.run(backend: :#{backend}) do
         Fiber.schedule do
           busy(0.3) # the busy line
@@ -206,12 +231,34 @@ class TestStall < Minitest::Test
     assert_match(/for \d+(\.\d+)? ms at -e:(2|5):in/, lines.first)
   end
 
+  # The watchdog's ticker is the first Go timer a process sets. Go opens its
+  # own poller (an epoll descriptor and an eventfd, for good) on the first
+  # timer, so before the core opened it at load, a scheduler with stall
+  # detection left two descriptors behind that looked like its own (CI's leak
+  # check saw them after another test's scheduler closed). A fresh process:
+  # in this one some earlier test may have opened the poller already.
+  def test_a_scheduler_watching_for_stalls_leaves_no_descriptor_open
+    skip "no /proc/self/fd" unless File.directory?("/proc/self/fd")
+    out, status = ruby_subprocess(<<~RUBY)
+      require "farce"
+      def fds = Dir.children("/proc/self/fd").map { |fd| File.readlink("/proc/self/fd/\#{fd}") rescue "closed" }.sort
+      Farce.run(backend: :#{backend}) { sleep 0.001 } # loads the core
+      before = fds
+      Farce.run(backend: :#{backend}, stall_threshold: 0.05, on_stall: ->(_) {}) do
+        Fiber.schedule { sleep 0.12 } # a few of the watchdog's ticks
+      end
+      puts "left open: \#{(after = fds).size - before.size} \#{after.inspect} against \#{before.inspect}"
+    RUBY
+    assert status.success?, out
+    assert_match(/^left open: 0 /, out)
+  end
+
   # A child of a process whose Go core ran gets its own core (and watchdog);
   # trapped signals still reach Ruby while stall detection is on.
   def test_after_fork_and_with_signals
     out, status = ruby_subprocess(<<~RUBY, timeout: 60)
       require "farce"
-      def busy(s) = (t = Process.clock_gettime(Process::CLOCK_MONOTONIC); nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < s)
+      def busy(s) = (t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID); nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t < s)
       def run_once(label)
         reports = []
         trapped = 0
@@ -248,9 +295,9 @@ class TestStall < Minitest::Test
     selector.stall_threshold = THRESHOLD
     line = nil
     fiber = Fiber.new do
-      t = monotonic
+      t = cpu_time
       line = __LINE__ + 1
-      nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.3
+      nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t < 0.3
       selector.transfer
     end
     selector.push(fiber)

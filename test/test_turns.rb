@@ -2,7 +2,7 @@
 
 require_relative "test_helper"
 
-# Turns (issue 18): a fiber that never blocks (a spawner, a reader whose
+# Turns: a fiber that never blocks (a spawner, a reader whose
 # socket always has data) must not hold the loop: past the turn budget its
 # next hook that would not block gives the loop a turn. No timing is
 # asserted: only that a ticker got a turn before the busy fiber was done,
@@ -179,8 +179,8 @@ class TestTurns < Minitest::Test
   OFFSET = RUBY_VERSION >= "3.2" ? [0] : [] # io_read's offset argument (3.2+)
 
   # A turn due in a fiber that cannot park (the thread's own fiber calling a
-  # hook by hand, no scheduler set) must not yield (that raises, issue 13
-  # item 3): no turn is given and the read goes on. (A read that finds the
+  # hook by hand, no scheduler set) must not yield (that raises: nothing would
+  # resume it): no turn is given and the read goes on. (A read that finds the
   # budget spent owes the turn to the next hook, which would give it before
   # it moves a byte.)
   def test_a_turn_due_in_the_threads_own_fiber_does_not_park_it

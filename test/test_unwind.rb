@@ -129,6 +129,103 @@ class TestUnwind < Minitest::Test
     end
   end
 
+  # An ensure clause that needs the loop several times over (each `sleep 0`
+  # is one of its iterations) finishes in the round that unwound it: the
+  # unwinding runs the loop for as long as that resumes fibers. One
+  # iteration per round let the next round raise into the second wait.
+  def test_an_ensure_that_waits_several_times_finishes
+    each_backend_run(<<~RUBY) do |b, out, status|
+      q = Queue.new
+      steps = []
+      begin
+        Farce.run(backend: BACKEND) do
+          Fiber.schedule do
+            q.pop
+          ensure
+            4.times { |i| sleep 0; steps << i }
+          end
+          raise IOError, "boom"
+        end
+      rescue IOError => e
+        puts "raised \#{e.message} steps=\#{steps.inspect}"
+      end
+    RUBY
+      assert status.success?, "#{b}: #{out}"
+      assert_equal "raised boom steps=[0, 1, 2, 3]", out.chomp, b
+    end
+  end
+
+  # The same with a turn budget so small that every hook which would go on
+  # without blocking (the ensure's write, each write of its puts) is past
+  # it: the interleaving a loaded machine made at random (the fiber
+  # preempted for longer than the default 0.5 ms between being unwound and
+  # its write), made every time. A turn given there parked the fiber once
+  # more than the round's one iteration of the loop allowed for, and the
+  # next round raised into its `sleep 0` (the Ruby loop lost the whole
+  # line) or into the puts between its text and its newline (the native
+  # loop lost the newline; Ruby 3.1's puts waits for writability, which
+  # did the same on the Ruby loop without any budget).
+  def test_turns_given_inside_an_ensure_do_not_cut_it_short
+    each_backend_run(<<~RUBY) do |b, out, status|
+      r, w = IO.pipe
+      q = Queue.new
+      begin
+        Farce.run(backend: BACKEND, turn_budget: 1e-9) do
+          Fiber.schedule do
+            q.pop
+          ensure
+            w.write("bye")
+            sleep 0
+            puts "ensure wrote"
+            w.write(" again")
+            puts "ensure ended"
+          end
+          raise IOError, "boom"
+        end
+      rescue IOError => e
+        puts "raised \#{e.message}"
+      end
+      puts "pipe holds \#{r.read_nonblock(20)}"
+    RUBY
+      assert status.success?, "#{b}: #{out}"
+      assert_equal ["ensure wrote", "ensure ended", "raised boom", "pipe holds bye again"], out.lines(chomp: true), b
+    end
+  end
+
+  # An ensure clause that never stops yielding is cut off: the unwinding's
+  # iterations are bounded (Unwinding::UNWIND_TURNS per round).
+  def test_an_ensure_that_yields_for_ever_does_not_hang
+    each_backend_run(<<~RUBY, timeout: 30) do |b, out, status|
+      q = Queue.new
+      yields = 0
+      begin
+        Farce.run(backend: BACKEND) do
+          Fiber.schedule do
+            q.pop
+          ensure
+            loop do
+              sleep 0
+            rescue Farce::Unwind
+              nil # rescued every time: only the rounds' end stops it (Fiber#kill on 3.3+)
+            ensure
+              yields += 1
+            end
+          end
+          raise IOError, "boom"
+        end
+      rescue IOError => e
+        puts "raised \#{e.message} yields=\#{yields}"
+      end
+    RUBY
+      assert status.success?, "#{b}: #{out}"
+      yields = out[/raised boom yields=(\d+)/, 1]
+      assert yields, "#{b}: #{out}"
+      bound = Farce::Unwinding::UNWIND_TURNS * Farce::Unwinding::UNWIND_ROUNDS
+      assert_operator yields.to_i, :>, Farce::Unwinding::UNWIND_TURNS, "#{b}: more than one round's iterations ran"
+      assert_operator yields.to_i, :<=, bound + Farce::Unwinding::UNWIND_ROUNDS, "#{b}: #{out}"
+    end
+  end
+
   # An ensure clause that parks for good (a long sleep, a read nobody
   # answers, a rescue that waits again) is unwound again; what still waits
   # after the last round is abandoned. Nothing hangs.

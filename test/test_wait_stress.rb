@@ -156,9 +156,13 @@ class TestWaitStress < Minitest::Test
 
   # A waiter made ready, then its IO closed by a fiber the loop resumed
   # before it: the readiness was the descriptor's, the IO is gone.
+  # Without a turn budget: on a loaded machine the writer's write could
+  # outlast the default 0.5 ms and give a turn there, which puts the waiter
+  # before it in the next iteration (it then got the IO, readable, and the
+  # test took that for the bug).
   def test_io_wait_whose_io_was_closed_before_it_resumed_raises_ioerror
     result = nil
-    farce do
+    farce(turn_budget: nil) do
       r, w = IO.pipe
       Fiber.schedule do
         result = r.wait_readable
@@ -185,6 +189,31 @@ class TestWaitStress < Minitest::Test
     assert status.success?, out
     %w[read write pop sleep timed_read].each { |kind| assert_includes out, "#{kind}: alive=false parked=0 pending=0" }
     assert_includes out, "done"
+  end
+
+  # A fiber whose wait was ready (here: sleep 0, resumed at the next
+  # iteration; a turn given inside a hook is the same) and that an
+  # exception or Fiber#kill finished before the loop came to it: its wait
+  # counts neither as pending nor as ready. The Ruby loop counted its
+  # queues, where the finished wait's entry stays until the loop passes it
+  # (pending_waits -1, ready_waits 1: the kill test above, now and then).
+  def test_a_ready_wait_finished_by_an_exception_or_kill_is_no_longer_counted
+    endings = { raise: ->(f) { f.raise(RuntimeError, "ended") } }
+    endings[:kill] = :kill.to_proc if Fiber.method_defined?(:kill)
+    endings.each do |how, ending|
+      counted = nil
+      farce do
+        target = Fiber.schedule do
+          sleep 0
+        rescue RuntimeError
+          nil
+        end
+        ending.call(target)
+        stats = Fiber.scheduler.stats
+        counted = [target.alive?, stats[:parked_fibers], stats[:pending_waits], stats[:ready_waits]]
+      end
+      assert_equal [false, 0, 0, 0], counted, "#{how}: [alive, parked_fibers, pending_waits, ready_waits]"
+    end
   end
 
   # A transfer that found the turn budget spent gave the loop its turn

@@ -29,31 +29,30 @@ class TestWakeupLatency < Minitest::Test
 
   def test_selector_counts_wakeups_from_the_first_stats_call
     skip_on_ruby_loop("has no io-event selector")
-    saved = ENV["FARCE_BACKEND"]
-    ENV["FARCE_BACKEND"] = backend.to_s # the selector's backend (auto when not named)
-    selector = Farce::IOEventSelector.new(Fiber.current) # used directly, without Async
-    r, w = IO.pipe
-    wake_one = lambda do
-      fiber = Fiber.new do
-        selector.io_wait(Fiber.current, r, IO::READABLE)
-        selector.transfer # back to the loop fiber
+    with_env("FARCE_BACKEND" => backend.to_s) do # the selector's backend (auto when not named)
+      selector = Farce::IOEventSelector.new(Fiber.current) # used directly, without Async
+      r, w = IO.pipe
+      wake_one = lambda do
+        fiber = Fiber.new do
+          selector.io_wait(Fiber.current, r, IO::READABLE)
+          selector.transfer # back to the loop fiber
+        end
+        fiber.transfer # parks on the pipe, back here
+        w.write("x")
+        selector.select(1) # resumes it
+        r.read(1)
       end
-      fiber.transfer # parks on the pipe, back here
-      w.write("x")
-      selector.select(1) # resumes it
-      r.read(1)
+      SLEEPS.times { wake_one.call } # woken before anyone asked: not counted
+      first = selector.stats[:wakeups]
+      SLEEPS.times { wake_one.call }
+      second = selector.stats[:wakeups]
+      assert_equal 0, first, "nothing is recorded before the first stats call"
+      assert_operator second, :>=, SLEEPS - 2
+      assert_operator second, :<=, SLEEPS + 1, "only what came after the first call"
+    ensure
+      selector&.close
+      r&.close
+      w&.close
     end
-    SLEEPS.times { wake_one.call } # woken before anyone asked: not counted
-    first = selector.stats[:wakeups]
-    SLEEPS.times { wake_one.call }
-    second = selector.stats[:wakeups]
-    assert_equal 0, first, "nothing is recorded before the first stats call"
-    assert_operator second, :>=, SLEEPS - 2
-    assert_operator second, :<=, SLEEPS + 1, "only what came after the first call"
-  ensure
-    ENV["FARCE_BACKEND"] = saved
-    selector&.close
-    r&.close
-    w&.close
   end
 end

@@ -5,7 +5,7 @@
 # bench/workloads.rb and bench/http_hello.rb is written against this API, so
 # the workload code is byte-for-byte the same for farce, Async and threads.
 #
-#   harness = Bench::Harness.new("farce-epoll")   # or farce-poll, farce, async, async-farce, threads
+#   harness = Bench::Harness.new("farce-epoll")   # or farce-poll, farce, async, async-epoll, async-farce, threads
 #   harness.run do                                 # returns when every task finished
 #     harness.spawn { ... }                        # a fiber (Fiber.schedule) or a Thread
 #   end
@@ -72,6 +72,13 @@ module Bench
       when "async"
         @kind = :async
         require "async"
+      when "async-epoll" # Async on io-event's native EPoll built for this Ruby (the runner puts it on the load path)
+        @kind = :async
+        require "async"
+        unless IO::Event::Selector.const_defined?(:EPoll)
+          raise LoadError, "async-epoll: io-event's native EPoll selector did not load on Ruby #{RUBY_VERSION} " \
+                           "(build it with FARCE_PEER_SUITES=DIR .ci/io-event-build #{RUBY_VERSION[/\A\d+\.\d+/]})"
+        end
       when "async-farce" # Async on farce's io-event selector (IO_EVENT_SELECTOR=Farce)
         @kind = :async
         $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
@@ -83,7 +90,7 @@ module Bench
         @threads = []
         @lock = Mutex.new
       else
-        raise ArgumentError, "unknown contender #{contender.inspect} (farce[-BACKEND], async, async-farce, threads)"
+        raise ArgumentError, "unknown contender #{contender.inspect} (farce[-BACKEND], async, async-epoll, async-farce, threads)"
       end
     end
 

@@ -72,6 +72,30 @@ module Bench
       end
     end
 
+    # io-event's native selector built for Ruby ver (.ci/io-event-build, cached
+    # beside the built Rubies) from the peers' folder that FARCE_PEER_SUITES
+    # names: the folder to put first on the load path, or nil. Not on 3.3,
+    # where Debian's own build serves Async (the `async` contender).
+    def io_event_ext(ver)
+      @io_event_ext ||= {}
+      @io_event_ext.fetch(ver) do
+        @io_event_ext[ver] = nil
+        if ver == "3.3"
+          next nil
+        elsif ENV["FARCE_PEER_SUITES"].to_s.empty?
+          note = "FARCE_PEER_SUITES is not set: no Async on io-event's native EPoll outside Ruby 3.3 (async-epoll)"
+          @notes << note unless @notes.include?(note)
+          next nil
+        end
+        out = capture([File.join(ROOT, ".ci", "io-event-build"), ver], 900).to_s.lines.last.to_s.strip
+        if out.empty? || !File.exist?(File.join(out, "IO_Event.so"))
+          @notes << "io-event's C extension did not build for Ruby #{ver} (.ci/io-event-build #{ver}): no async-epoll@#{ver}"
+          next nil
+        end
+        @io_event_ext[ver] = out
+      end
+    end
+
     def farce_built?(ver)
       File.exist?(File.join(ROOT, "lib", "farce", ver, "farce_ext.so"))
     end
@@ -107,7 +131,9 @@ module Bench
       end
       SID_RUBIES.each do |v|
         list << "farce-epoll@#{v}" if rubies.include?(v) && backends.include?("epoll")
-        if async_on?(v)
+        if async_on?(v) && io_event_ext(v)
+          list << "async-epoll@#{v}" # Debian's io-event has no native selector for this Ruby: the one built here
+        elsif async_on?(v)
           list << "async@#{v}"
         else
           @notes << "Async on Ruby #{v} unavailable (#{@sid_run} or the async gem missing): no ratios on #{v}"
@@ -126,14 +152,16 @@ module Bench
         list << "farce-epoll@#{v}" if backends.include?("epoll")
         list << "farce-io_uring@#{v}" if backends.include?("io_uring")
         list << "threads@#{v}"
+        list << "threads+RUBY_MN_THREADS=1@#{v}" if v >= "3.3" # Ruby's M:N thread scheduler beside plain threads
+        list << "async-epoll@#{v}" if async_path(v) && io_event_ext(v)
         if async_path(v)
           list << "async-farce@#{v}"
         else
           @notes << "Async on Ruby #{v}: Debian's pure-Ruby Async did not load there on farce's selector: no async-farce@#{v}"
         end
       end
-      # YJIT twins (epoll and io_uring) on every Ruby whose `ruby --yjit` has it
-      list.grep(/\Afarce-(epoll|io_uring)@/).each do |c|
+      # YJIT twins (farce's epoll and io_uring, Async on native EPoll) on every Ruby whose `ruby --yjit` has it
+      list.grep(/\A(farce-(epoll|io_uring)|async-epoll)@/).each do |c|
         name, _, v = parse_contender(c)
         if yjit?(v)
           list << "#{name}+#{YJIT}@#{v}"

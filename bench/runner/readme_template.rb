@@ -7,7 +7,7 @@ module Bench
     def readme(contenders, references, summary, info, plotted, generated_at = nil)
       stamp = (generated_at ? Time.parse(generated_at) : Time.now).utc.strftime("%Y-%m-%d %H:%M UTC")
       cfg = @quick ? "BENCH_QUICK=1 (short runs: 0.5 s per rate, wrk 2 s, 20,000 timers)" :
-                     "default (2 s per rate, wrk 1 s warm-up + 5 s, 100,000 timers)"
+                     "default (2 s per rate, wrk 2 s warm-up + 5 s, 100,000 timers)"
       <<~MD
         # farce benchmarks
 
@@ -25,7 +25,7 @@ module Bench
         | kernel | #{info['kernel']} |
         | host Ruby | #{info['host_ruby']} |
         | Go | #{info['go']} |
-        | load generator | #{info['wrk']} (`-t1`, one thread, so the server keeps the other CPU) |
+        | load generator | #{info['wrk']} (`-t1`; #{info['pinned'] ? 'the server pinned to CPU 0, wrk to CPU 1 (`taskset`)' : 'not pinned'}) |
         | load | #{load_text} (the machine is shared; the contenders alternate, so load hits all of them alike) |
 
         Contenders (the workload code is the same file for all of them; `NAME@RUBY`, `+VAR=VALUE` is
@@ -33,9 +33,12 @@ module Bench
 
         #{contenders.map { |c| "- `#{c}`: #{describe(c)}" }.join("\n")}
 
-        Async on Ruby 3.4 runs io-event's pure-Ruby `Select` selector: sid's native io-event is built
-        for Ruby 3.3 only, so on 3.4 Async falls back to it. Its 3.4 column is shown, but it is not
-        Async at its best; the 3.3 columns are the fair headline.
+        Async at its best is the reference on every Ruby, YJIT the same: on 3.3 Debian's io-event
+        with its native EPoll selector (`async`); on 4.0 and 3.4, for which Debian builds no native
+        io-event, the same io-event 1.22.3 with its C extension built for that Ruby by
+        `.ci/io-event-build` from the peers' folder (`FARCE_PEER_SUITES`; `async-epoll`). A
+        contender with no such reference on its Ruby has no ratio. (`async@3.4`, where it appears,
+        is Async on io-event's pure-Ruby `Select`: what it falls back to without the native build.)
 
         ## Results
 
@@ -68,6 +71,11 @@ module Bench
         The CPU rows split the HTTP server's CPU time over the wrk run by thread
         (`/proc/PID/task/*/schedstat`): the main Ruby thread runs the event loop; the Go threads are
         those that appeared when farce's core started (sysmon, idle Ms, GC workers). Async has none.
+        "Server's CPU per request" is all of the server's threads over the requests served: what a
+        request costs whoever set the rate, and less disturbed by the machine's load than req/s.
+        "wrk's CPU" says who set the rate: near 100% the load generator was the limit, and the
+        req/s of that row measure wrk, not the server (docs/benchmarks.md, "A harness for two
+        cores").
 
         ## How close to the limit
 
@@ -95,10 +103,19 @@ module Bench
 
         #{backend_targets(contenders).join("\n")}
 
+        ### Targets where production runs: Ruby 4.0 with YJIT and Ruby 3.3, farce's epoll backend
+
+        #{production_targets(contenders, references, summary).join("\n")}
+
         ### Targets (issue 17), for farce's epoll backend against Async on the same Ruby
 
         #{targets(contenders, summary).join("\n")}
         #{@notes.empty? ? '' : "\n### Notes from this run\n\n#{@notes.map { |n| "- #{n}" }.join("\n")}\n"}
+
+        ## Real Falcon
+
+        #{falcon_lines.join("\n")}
+
         ## The workloads
 
         All code is in this directory: `lib/harness.rb` is the only place that differs per contender
@@ -112,7 +129,9 @@ module Bench
            sockets with `MSG_DONTWAIT`, so that a descriptor switched to blocking never blocks the loop).
         2. **HTTP hello**: `http_hello.rb`, a plain `TCPServer` with one task per connection and
            hand-written HTTP/1.1 keep-alive parsing; `wrk --latency -t1 -cN` for the req/s and the
-           p50/p99/max latencies. Async's server runs inside the sid chroot (`sid-run` shares the
+           p50/p99/max latencies, after a warm-up run on the same server (YJIT compiles there).
+           The server and all its threads run on CPU 0 and wrk on CPU 1 (`taskset`; `BENCH_PIN=0`
+           lets the kernel place them), so that neither takes the other's CPU. Async's server runs inside the sid chroot (`sid-run` shares the
            network namespace, so the host's wrk reaches it on 127.0.0.1).
         3. **scale**: 10,000 loopback TCP connections whose peers sit in a helper process
            (`lib/idle_peer.rb`), each with a task parked in `read`, plus one ping-pong pair; the row
@@ -135,6 +154,12 @@ module Bench
            listen backlog when an acceptor starts taking them, one task per connection answering one
            byte, while a ticker task sleeps 1 ms at a time: the ticker's worst gap (how long the loop
            was held) and the burst's total time.
+        8. **file reads**: 64 tasks each read their own file (`BENCH_FILE_MIB` MiB each, default 16;
+           made once under the temporary directory and kept) in 256 KiB `File#read`s, after the files
+           were dropped from the page cache (`IO#advise(:dontneed)`), while a ticker task sleeps 1 ms
+           at a time: its worst gap and 99th-percentile gap (how long the loop was held) and the rate
+           of all 64 together. farce's reads that must come from the disk are completion operations
+           on io_uring and worker-pool jobs on epoll (docs/behaviour.md, "Regular files").
 
         Rubies 3.3 and 3.4 run in the Debian sid chroot (`.ci/sid-run`, made by `.ci/sid-setup`);
         farce runs there when `SID_RUBY=3.3 .ci/sid-run rake compile` (and 3.4) has built

@@ -11,7 +11,8 @@ module Bench
         "nproc" => `nproc`.strip.to_i, "cpu" => cpu || "unknown", "kernel" => `uname -sr`.strip,
         "memory_gib" => ((File.read("/proc/meminfo")[/MemTotal:\s+(\d+)/, 1].to_i / 1048576.0).round(1) rescue nil),
         "host_ruby" => RUBY_DESCRIPTION, "go" => go.empty? ? "not found" : go,
-        "wrk" => `wrk -v 2>&1`[/wrk \S+/].to_s.sub("debian/", "")
+        "wrk" => `wrk -v 2>&1`[/wrk \S+/].to_s.sub("debian/", ""),
+        "pinned" => !pin_prefixes[0].empty?
       }
     end
 
@@ -56,10 +57,14 @@ module Bench
         "farce #{v['farce']} :#{v['backend'] || name.delete_prefix('farce-')} backend#{settings}, #{ruby}"
       when "async"
         "Async #{v['async']}, io-event #{v['io_event']} (#{v['selector']}), #{ruby}"
+      when "async-epoll"
+        "Async #{v['async']}, io-event #{v['io_event']} (#{v['selector']}, its C extension built for this Ruby " \
+          "from the peers' folder by .ci/io-event-build), #{ruby}"
       when "async-farce"
         "Async #{v['async']} on farce's io-event selector (IO_EVENT_SELECTOR=Farce; Debian's pure-Ruby Async), #{ruby}"
       when "threads"
-        "a Ruby Thread per task, #{ruby}"
+        mn = env["RUBY_MN_THREADS"] == "1" ? " on Ruby's M:N thread scheduler (RUBY_MN_THREADS=1)" : ""
+        "a Ruby Thread per task#{mn}, #{ruby}"
       when "c-epoll"
         "C, no Ruby: `bench/pingpong_epoll.c` (one thread, epoll, non-blocking pipes or socketpairs), built with gcc -O2"
       when "ruby-floor"
@@ -82,6 +87,7 @@ module Bench
       File.write(File.join(RESULTS, "latest.json"), json)
       print_table(contenders, summary)
       puts limit_lines(contenders, references)
+      puts production_targets(contenders, references, summary)
       return if ENV["BENCH_NO_README"] == "1"
 
       plotted = write_plot(contenders, summary)
@@ -187,7 +193,7 @@ module Bench
       ratio = ->(id, c) { get.call(id, c)&.dig("ratio") }
       contenders.grep(/\Afarce-epoll@/).each do |farce|
         ver = ruby_of(farce)
-        if contenders.include?("async@#{ver}")
+        if reference_of(farce, contenders)
           %w[pp1 pp100].each do |id|
             r = ratio.call(id, farce)
             check.call("Ruby #{ver}: ping-pong ≥ 2.5× Async (#{id})", r && r >= 2.5, r ? format("%.2f×", r) : "no data")

@@ -42,8 +42,33 @@ module Bench
       { "error" => "bad output: #{e.message}" }
     end
 
+    # The CPUs of an HTTP run (BENCH_PIN=0: none): the server (all its threads,
+    # Go's included) on one, wrk on the other, so that neither takes the
+    # other's CPU and the kernel cannot put both on one. [server's, wrk's]
+    # as taskset prefixes, or empty ones on a machine with one CPU or without
+    # taskset.
+    def pin_prefixes
+      @pin_prefixes ||= if ENV["BENCH_PIN"] == "0" || Etc.nprocessors < 2 || !which("taskset")
+                          [[], []]
+                        else
+                          [%w[taskset -c 0], %w[taskset -c 1]]
+                        end
+    end
+
+    # wrk with one thread (on its own CPU when pinned: a second thread would
+    # only share that CPU with the first). Returns [output, wrk's CPU seconds].
+    def run_wrk(args, timeout)
+      before = Process.times
+      out = capture([*pin_prefixes[1], "wrk", "-t1", *args], timeout)
+      after = Process.times
+      [out, (after.cutime + after.cstime) - (before.cutime + before.cstime)]
+    end
+
+    # wrk's CPU share above which the load generator, not the server, set the rate.
+    WRK_BOUND_PCT = 90
+
     def run_http(kase, contender, label)
-      cmd = command(contender, "http_hello.rb", "0")
+      cmd = [*pin_prefixes[0], *command(contender, "http_hello.rb", "0")]
       io = IO.popen(cmd, "r+", err: File::NULL, pgroup: true, chdir: ROOT)
       pid = io.pid
       ready = IO.select([io], nil, nil, 60) && io.gets
@@ -55,14 +80,15 @@ module Bench
       c = kase.args[:connections]
       if kase.args[:warmup].positive?
         progress("#{label} warm-up")
-        capture(["wrk", "-t1", "-c#{c}", "-d#{kase.args[:warmup]}s", "--timeout", "10s", url], 60)
+        run_wrk(["-c#{c}", "-d#{kase.args[:warmup]}s", "--timeout", "10s", url], 60)
       end
       cpu0 = thread_cpu(server_pid)
       t0 = now
       wrk = nil
+      wrk_cpu = nil
       wrk_thread = Thread.new do
-        wrk = capture(["wrk", "-t1", "-c#{c}", "-d#{kase.args[:seconds]}s", "--latency", "--timeout", "10s", url],
-                      kase.args[:seconds] + 60)
+        wrk, wrk_cpu = run_wrk(["-c#{c}", "-d#{kase.args[:seconds]}s", "--latency", "--timeout", "10s", url],
+                               kase.args[:seconds] + 60)
       end
       while wrk_thread.alive?
         progress("#{label} #{(now - t0).round}/#{kase.args[:seconds]}s") if @tty
@@ -71,7 +97,13 @@ module Bench
       return { "error" => "wrk failed" } unless wrk
 
       result = parse_wrk(wrk)
-      result.merge!(cpu_split(cpu0, thread_cpu(server_pid), now - t0, server_pid, ruby_tids, result["requests"]))
+      wall = now - t0
+      result.merge!(cpu_split(cpu0, thread_cpu(server_pid), wall, server_pid, ruby_tids, result["requests"]))
+      result["wrk_cpu_pct"] = (wrk_cpu / wall * 100).round(1) if wrk_cpu && wall.positive?
+      if result["wrk_cpu_pct"].to_f >= WRK_BOUND_PCT
+        @notes << "#{label}: wrk used #{result['wrk_cpu_pct']}% of a CPU, so it set the rate; its req/s measure " \
+                  "the load generator (the server's CPU per request does not depend on it)"
+      end
       { "contender" => contender, "result" => result, "versions" => { "ruby" => ruby_version } }
     ensure
       if io
@@ -116,29 +148,15 @@ module Bench
       others = delta.select { |tid, _| ruby.include?(tid) && tid != pid.to_s }.values.sum
       go = delta.reject { |tid, _| ruby.include?(tid) || tid == pid.to_s }.values.sum
       pct = ->(ns) { (ns / 1e9 / wall * 100).round(2) }
+      per_request = ->(ns) { requests.to_i.positive? ? (ns / 1e3 / requests).round(3) : nil }
       { "cpu_main_pct" => pct.call(main), "cpu_ruby_other_pct" => pct.call(others), "cpu_go_pct" => pct.call(go),
         "go_threads" => delta.size - ruby.size,
-        "go_us_per_request" => requests.to_i.positive? ? (go / 1e3 / requests).round(3) : nil }
+        "go_us_per_request" => per_request.call(go),
+        # all of the server's threads: what a request costs, whoever set the rate
+        "cpu_us_per_request" => per_request.call(main + others + go) }
     end
 
-    def parse_wrk(out)
-      res = {}
-      res["requests_per_second"] = out[/^Requests\/sec:\s+([\d.]+)/, 1].to_f.round
-      if (m = out.match(/^\s+Latency\s+(\S+)\s+(\S+)\s+(\S+)/))
-        res["latency_avg_ms"] = WrkTime.to_ms(m[1]).round(3)
-        res["latency_max_ms"] = WrkTime.to_ms(m[3]).round(3)
-      end
-      { "50" => "latency_p50_ms", "99" => "latency_p99_ms" }.each do |pct, key|
-        v = out[/^\s+#{pct}%\s+(\S+)/, 1]
-        res[key] = WrkTime.to_ms(v).round(3) if v
-      end
-      if (m = out.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/))
-        res["socket_errors"] = m.captures.map(&:to_i).sum
-      end
-      res["non_2xx"] = out[/Non-2xx or 3xx responses:\s+(\d+)/, 1].to_i
-      res["requests"] = out[/(\d+) requests in/, 1].to_i
-      res
-    end
+    def parse_wrk(out) = WrkOutput.parse(out)
 
     def run_all(contenders, kases, references = [])
       @raw = Hash.new { |h, k| h[k] = Hash.new { |h2, k2| h2[k2] = [] } }

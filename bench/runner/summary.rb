@@ -10,12 +10,15 @@ module Bench
       v.size.odd? ? v[v.size / 2] : (v[v.size / 2 - 1] + v[v.size / 2]) / 2.0
     end
 
-    # What a contender's ratios divide by: Async on the same Ruby (none for Async itself).
+    # What a contender's ratios divide by: Async at its best on the same Ruby,
+    # YJIT the same (none for Async itself): on io-event's native EPoll built
+    # here (async-epoll, 4.0 and 3.4), or Debian's (async, 3.3).
     def reference_of(contender, contenders)
       return nil if contender.start_with?("async")
 
-      ref = "async@#{ruby_of(contender)}"
-      ref if contenders.include?(ref)
+      _, env, ver = parse_contender(contender)
+      jit = env["RUBY_YJIT_ENABLE"] == "1" ? "+#{YJIT}" : ""
+      ["async-epoll#{jit}@#{ver}", "async#{jit}@#{ver}"].find { |ref| contenders.include?(ref) }
     end
 
     # The Go threads' rows count every thread that appeared after the server

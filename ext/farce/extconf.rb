@@ -17,6 +17,20 @@ GO_MINIMUM = File.read(File.join(ROOT, "go.mod"))[/^go (\d+\.\d+)/, 1].split("."
 # builds offline; a git checkout reads them from the module cache.
 GO_MOD_FLAG = File.exist?(File.join(ROOT, "vendor", "modules.txt")) ? "-mod=vendor" : "-mod=mod"
 
+# Windows (x64-mingw-ucrt, RubyInstaller's kind of Ruby): the Go core is a
+# DLL built with the Ruby's own C compiler, and the extension LoadLibrary's
+# it (core_loader_windows.c) instead of dlopen'ing a .so.
+WINDOWS = RbConfig::CONFIG["host_os"].match?(/mingw/)
+CORE_LIBRARY = WINDOWS ? "farce_core.dll" : "libfarce_core.so"
+
+# The environment of the Go core's build: cgo, and on Windows the target and
+# the compiler (also when cross-compiling from Linux, rakelib/windows_build.rake).
+def go_core_env
+  return { "CGO_ENABLED" => "1" } unless WINDOWS
+
+  { "CGO_ENABLED" => "1", "GOOS" => "windows", "GOARCH" => "amd64", "CC" => RbConfig::CONFIG["CC"].split.first }
+end
+
 # The one `go build` of the Go core: the Makefile's and the trial build's.
 def go_core_build_args(output)
   ["build", GO_MOD_FLAG, "-buildvcs=false", "-trimpath", "-buildmode=c-shared", "-o", output, "./ext/farce/core"]
@@ -88,7 +102,7 @@ end
 # makes the Makefile's own build of it quick afterwards).
 def check_go_core_builds(go)
   Dir.mktmpdir("farce-core") do |dir|
-    output = IO.popen({ "CGO_ENABLED" => "1" }, [go, *go_core_build_args(File.join(dir, "libfarce_core.so"))],
+    output = IO.popen(go_core_env, [go, *go_core_build_args(File.join(dir, CORE_LIBRARY))],
                       chdir: ROOT, err: %i[child out], &:read)
     return if $?.success?
 
@@ -117,9 +131,10 @@ def find_go
 end
 
 case RbConfig::CONFIG["host_os"]
-when /linux/ then nil
-when /mingw|mswin|cygwin/
-  skip_native("Windows is not supported by the Ruby extension yet (the IOCP driver exists in Go, the extension is POSIX-only).")
+when /linux/, /mingw/ then nil
+when /mswin|cygwin/
+  skip_native("on Windows the native core is built only for the mingw-w64 UCRT Rubies (RubyInstaller's x64-mingw-ucrt), " \
+              "not for #{RbConfig::CONFIG['host_os']}")
 else
   # The Go core has kqueue for macOS and the BSDs, but the extension has only
   # been built and tested on Linux: FARCE_TRY_NATIVE=1 tries it anyway.
@@ -131,17 +146,56 @@ end
 
 go = find_go
 check_go_core_builds(go)
-abort_build("pthread_atfork is missing") unless have_func("pthread_atfork", "pthread.h")
-have_library("dl", "dlopen")
+unless WINDOWS # no fork, no dlopen on Windows
+  abort_build("pthread_atfork is missing") unless have_func("pthread_atfork", "pthread.h")
+  have_library("dl", "dlopen")
+end
 have_func("rb_io_buffer_get_bytes_for_writing", "ruby/io/buffer.h") ||
   abort_build("this Ruby lacks rb_io_buffer_get_bytes_for_writing: farce needs Ruby >= 3.1")
+# IO::Buffer's lock: the headers' RUBY_IO_BUFFER_VERSION did not move when
+# Ruby 4.1 (ruby/ruby#18429) replaced the one lock flag with a lock count, so
+# the Ruby at hand is asked what it has. A count comes with
+# rb_io_buffer_new_locked; the flag is RB_IO_BUFFER_LOCKED, read through
+# rb_io_buffer_get_bytes where there is one (3.2+).
+counted_locks = have_func("rb_io_buffer_new_locked", "ruby/io/buffer.h")
+lock_flag = have_const("RB_IO_BUFFER_LOCKED", "ruby/io/buffer.h")
+have_func("rb_io_buffer_get_bytes", "ruby/io/buffer.h")
+if counted_locks == lock_flag
+  abort_build("this Ruby's IO::Buffer (#{RUBY_DESCRIPTION}) has #{counted_locks ? 'both' : 'neither'} " \
+              "rb_io_buffer_new_locked (counted locks) and #{counted_locks ? '' : 'nor '}RB_IO_BUFFER_LOCKED " \
+              "(one lock flag): farce knows how to hold a buffer with exactly one of them. Please report this Ruby.")
+end
 have_func("rb_fiber_raise", "ruby.h")
 have_func("rb_io_descriptor", "ruby/io.h") # 3.1+: Ruby 3.3 deprecates rb_io_t's fd field
 $CFLAGS << " -std=gnu11 -Wall -Wno-unused-parameter"
-$srcs = %w[extension.c fiber_scheduler.c io_event_selector.c event_loop.c wait_table.c io_transfer.c
-           process_wait.c fd_table.c positional_io.c core_door.c core_loader.c inflight_ops.c stall.c
-           core_open.c core_signals.c core_copy.c core_info.c
-           io_transfer_v4.c buffer_lock.c]
+# The C sources, one folder per layer (docs/architecture.md draws them,
+# test/test_ext_layering.rb holds each folder to what it may include). An
+# include names its folder from here ("loop/event_loop.h"), through the
+# -I$(srcdir) mkmf always passes; make finds each source through VPATH, and
+# every object is named by its source's basename in the build folder, so
+# no two sources may share one (mkmf refuses the build if they do).
+SOURCES = {
+  "front_ends" => %w[extension.c fiber_scheduler.c io_event_selector.c],
+  "hook_io" => %w[io_transfer.c io_transfer_v4.c positional_io.c buffer_lock.c process_wait.c],
+  "loop" => %w[event_loop.c wait_table.c fd_table.c inflight_ops.c stall.c],
+  "core_access" => %w[core_door.c core_loader.c core_open.c core_signals.c core_copy.c core_info.c],
+  "platforms" => []
+}
+if WINDOWS
+  # No fork, so no private copies of the core and no fork generations; no
+  # signal masks around its start; LoadLibrary in place of dlopen. Every call
+  # into the Go core runs on a stack of its own (core_call_windows.c).
+  SOURCES["core_access"] -= %w[core_loader.c core_open.c core_copy.c core_signals.c]
+  SOURCES["core_access"] += %w[core_loader_windows.c core_call_windows.c]
+  SOURCES["hook_io"] += %w[stream_offload_windows.c]
+  SOURCES["platforms"] += %w[win32_compat.c]
+  have_library("ws2_32") # the nonblocking socket calls of the io hooks
+end
+$srcs = SOURCES.values.flatten
+$VPATH.concat(SOURCES.keys.map { |folder| "$(srcdir)/#{folder}" })
+# mkmf makes every object depend on the headers of the top folder only
+# ($(HDRS)); these are the ones a change to must rebuild the objects.
+EXT_HEADERS = Dir.chdir(__dir__) { Dir["{#{SOURCES.keys.join(',')},core}/*.h"].sort }.freeze
 create_makefile("farce/farce_ext")
 
 File.open("Makefile", "a") do |makefile|
@@ -150,17 +204,18 @@ File.open("Makefile", "a") do |makefile|
     # ---- the Go core, built with the Go toolchain (added by extconf.rb) ----
     FARCE_GO = #{go}
     FARCE_ROOT = #{ROOT}
-    FARCE_CORE = libfarce_core.so
+    FARCE_CORE = #{CORE_LIBRARY}
     .PHONY: $(FARCE_CORE) install-farce-core clean-farce-core
     all: $(FARCE_CORE)
     $(FARCE_CORE):
-    \tcd $(FARCE_ROOT) && CGO_ENABLED=1 $(FARCE_GO) #{go_core_build_args('"$(CURDIR)/$(FARCE_CORE)"').join(' ')}
+    \tcd $(FARCE_ROOT) && #{go_core_env.map { |k, v| "#{k}=#{v}" }.join(' ')} $(FARCE_GO) #{go_core_build_args('"$(CURDIR)/$(FARCE_CORE)"').join(' ')}
     install-so: install-farce-core
     install-farce-core: $(FARCE_CORE)
     \t$(MAKEDIRS) $(RUBYARCHDIR)
     \t$(INSTALL_PROG) $(FARCE_CORE) $(RUBYARCHDIR)
     clean: clean-farce-core
+    $(OBJS): #{EXT_HEADERS.map { |h| "$(srcdir)/#{h}" }.join(' ')}
     clean-farce-core:
-    \t-$(Q)$(RM) $(FARCE_CORE) libfarce_core.h
+    \t-$(Q)$(RM) $(FARCE_CORE) #{File.basename(CORE_LIBRARY, '.*')}.h
   MAKE
 end

@@ -159,6 +159,10 @@ const (
 	OpWrite  OpKind = 2 // write(2) at the file position
 	OpPread  OpKind = 3 // pread(2) at Offset
 	OpPwrite OpKind = 4 // pwrite(2) at Offset
+
+	// OpAsync, or'ed into a kind handed to sched.Scheduler.SubmitOp (and
+	// the core's farce_submit_op), sets Op.Async.
+	OpAsync OpKind = 0x10
 )
 
 // Op is one completion-based operation. Ptr/Len name C memory that the
@@ -174,6 +178,14 @@ type Op struct {
 	// ID names the operation in its OpResult and in CancelOp; only its low
 	// 56 bits are kept (OpIDMask).
 	ID uint64
+	// Async: performed by the kernel's worker threads from the start
+	// (io_uring's IOSQE_ASYNC), never inline in the submitting call. For
+	// regular files: a read that misses the page cache would otherwise
+	// start its readahead inside io_uring_enter, which sleeps there while
+	// the disk's queue is full (measured: the loop held for 0.4-0.7 s with
+	// 64 reads of 4 MiB in flight, docs/behaviour.md). Completers without
+	// such a mode ignore it.
+	Async bool
 }
 
 // OpIDMask: the bits of Op.ID a Completer keeps.

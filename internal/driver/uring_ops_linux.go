@@ -204,6 +204,9 @@ func (u *URing) queueOp(op Op) (uint32, error) {
 		s.Off = uint64(op.Offset)
 	}
 	s.UserData = udOp<<56 | op.ID
+	if op.Async {
+		s.Flags |= uringSQEAsync
+	}
 	return pos, nil
 }
 

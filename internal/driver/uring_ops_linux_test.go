@@ -114,3 +114,51 @@ func TestURingCloseDrainsOps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "late", string(buf[:n]))
 }
+
+// Operations on a regular file: a positional read, two reads at the file
+// position (the kernel advances it, as read(2) does: offset -1) and a
+// positional write; with Async set, their SQEs carry IOSQE_ASYNC, without
+// it they do not.
+func TestURingOpsOnARegularFile(t *testing.T) {
+	for _, async := range []bool{true, false} {
+		name := map[bool]string{true: "async", false: "inline"}[async]
+		t.Run(name, func(t *testing.T) {
+			u := uringOpsOrSkip(t, "plain")
+			path := t.TempDir() + "/f"
+			fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT, 0o600)
+			require.NoError(t, err)
+			defer unix.Close(fd)
+			_, err = unix.Write(fd, []byte("0123456789"))
+			require.NoError(t, err)
+			_, err = unix.Seek(fd, 0, 0)
+			require.NoError(t, err)
+
+			buf := make([]byte, 16)
+			at := func(i int) uintptr { return uintptr(unsafe.Pointer(&buf[i])) }
+			run := func(op Op) int64 {
+				t.Helper()
+				op.Async = async
+				require.NoError(t, u.SubmitOp(op))
+				e := u.ops[uint32(op.ID)]
+				assert.Equal(t, async, u.ring.sqeAt(e.sqPos).Flags&uringSQEAsync != 0, "IOSQE_ASYNC as asked")
+				got := waitOps(t, u, 1, 5*time.Second)
+				require.Len(t, got, 1)
+				return got[0].Result
+			}
+			assert.Equal(t, int64(5), run(Op{Kind: OpPread, FD: int32(fd), Ptr: at(0), Len: 5, Offset: 3, ID: 1}))
+			assert.Equal(t, "34567", string(buf[:5]))
+			assert.Equal(t, int64(4), run(Op{Kind: OpRead, FD: int32(fd), Ptr: at(0), Len: 4, ID: 2}))
+			assert.Equal(t, int64(4), run(Op{Kind: OpRead, FD: int32(fd), Ptr: at(4), Len: 4, ID: 3}))
+			assert.Equal(t, "01234567", string(buf[:8]), "the second read goes on from the file position")
+			pos, err := unix.Seek(fd, 0, 1)
+			require.NoError(t, err)
+			assert.Equal(t, int64(8), pos)
+			copy(buf, "AB")
+			assert.Equal(t, int64(2), run(Op{Kind: OpPwrite, FD: int32(fd), Ptr: at(0), Len: 2, Offset: 1, ID: 4}))
+			got := make([]byte, 10)
+			_, err = unix.Pread(fd, got, 0)
+			require.NoError(t, err)
+			assert.Equal(t, "0AB3456789", string(got))
+		})
+	}
+}

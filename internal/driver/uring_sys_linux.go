@@ -48,6 +48,10 @@ const (
 // CQE flags.
 const uringCQEFMore = 1 << 1
 
+// SQE flags: IOSQE_ASYNC (Linux 5.6; every kernel with FEAT_FAST_POLL, which
+// operations need) sends the operation to the kernel's worker threads.
+const uringSQEAsync = 1 << 4
+
 // Opcodes.
 const (
 	uringOpNop         = 0

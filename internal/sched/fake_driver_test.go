@@ -32,6 +32,13 @@ func (c armCall) String() string {
 type fakeArm struct {
 	seq    uint32
 	events driver.Events
+	file   uint64 // the open file the number named when it was armed
+}
+
+// fakeLinger is a registration whose file left its number but lives on.
+type fakeLinger struct {
+	fd int
+	fakeArm
 }
 
 // fakeDriver is a scripted driver.Driver. A persistent fake behaves like
@@ -42,10 +49,19 @@ type fakeArm struct {
 type fakeDriver struct {
 	persistent bool
 
-	calls       []armCall
-	armed       map[int]fakeArm // current registrations
-	notPollable map[int]bool    // Arm fails with ErrNotPollable
-	armErr      map[int]error   // Arm fails with this error
+	calls []armCall
+	armed map[int]fakeArm // current registrations
+	// The open file behind each number (0 until a test switches one: the
+	// file the number had from the start). A persistent fake keys its
+	// registrations by file and number as epoll does: one whose file left
+	// the number is dropped with the file's last reference, or lingers in
+	// lingering while another reference keeps the file open (and DEL on
+	// the number no longer reaches it). A one-shot fake's arm pins its
+	// file, as an io_uring poll in flight does, until reported or disarmed.
+	files       map[int]uint64
+	lingering   []fakeLinger
+	notPollable map[int]bool  // Arm fails with ErrNotPollable
+	armErr      map[int]error // Arm fails with this error
 	script      [][]driver.Event
 	waitErr     []error // returned by Wait (one per call) before the script is consulted
 	timeouts    []time.Duration
@@ -62,6 +78,7 @@ func newFakeDriver(persistent bool) *fakeDriver {
 	return &fakeDriver{
 		persistent:  persistent,
 		armed:       map[int]fakeArm{},
+		files:       map[int]uint64{},
 		notPollable: map[int]bool{},
 		armErr:      map[int]error{},
 	}
@@ -88,14 +105,47 @@ func (d *fakeDriver) Arm(fd int, seq uint32, events driver.Events) error {
 	if ok && cur.seq == seq && !d.persistent {
 		events |= cur.events
 	}
-	d.armed[fd] = fakeArm{seq: seq, events: events}
+	if ok && d.persistent && cur.file != d.files[fd] {
+		d.lingering = append(d.lingering, fakeLinger{fd, cur}) // ADD makes a second (file, number) key
+	}
+	d.armed[fd] = fakeArm{seq: seq, events: events, file: d.files[fd]}
 	return nil
 }
 
 func (d *fakeDriver) Disarm(fd int) error {
 	d.calls = append(d.calls, armCall{Disarm: true, FD: fd})
+	if cur, ok := d.armed[fd]; ok && d.persistent && cur.file != d.files[fd] {
+		// EPOLL_CTL_DEL resolves the number to its file now: ENOENT, and
+		// the old file's registration stays with that file
+		d.lingering = append(d.lingering, fakeLinger{fd, cur})
+	}
 	delete(d.armed, fd)
 	return nil
+}
+
+// SwitchFile puts another open file behind fd, behind the scheduler's back
+// (close(2) and a reuse of the number, or dup2(2)). keepOld: another
+// reference keeps the old file open (a dup, a child, the dup2's source).
+func (d *fakeDriver) SwitchFile(fd int, file uint64, keepOld bool) {
+	d.files[fd] = file
+	cur, ok := d.armed[fd]
+	if !ok || !d.persistent || cur.file == file {
+		return
+	}
+	delete(d.armed, fd)
+	if keepOld {
+		d.lingering = append(d.lingering, fakeLinger{fd, cur})
+	}
+}
+
+// Lingering is an event the kernel may still post for a registration whose
+// file left the number (tagged with its old seq), or false when none lingers.
+func (d *fakeDriver) Lingering(pick int, ev driver.Events) (driver.Event, bool) {
+	if len(d.lingering) == 0 {
+		return driver.Event{}, false
+	}
+	l := d.lingering[pick%len(d.lingering)]
+	return driver.Event{FD: int32(l.fd), Seq: l.seq, Events: ev}, true
 }
 
 // Script queues one batch of events for a later Wait.

@@ -32,6 +32,7 @@ const (
 // fdState is the scheduler's knowledge of one descriptor number.
 type fdState struct {
 	seq        uint32 // bumped when the number changes hands; echoed by the driver
+	file       FileID // the open file the number was last said to name (SetFDFile); zero: not known
 	registered bool   // persistent drivers: Arm done for this seq
 	armed      Events // one-shot drivers: interest currently armed
 	pollable   int8

@@ -223,6 +223,48 @@ func TestForgetFD(t *testing.T) {
 	})
 }
 
+// SetFDFile: the first file a number is said to name is just noted, the
+// same one again changes nothing, another one ends the old file's waits as
+// a forget does (and the next wait arms afresh); after a forget the number
+// names no known file.
+func TestSetFDFile(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		oldFile, newFile := FileID{Dev: 1, Ino: 10}, FileID{Dev: 1, Ino: 11}
+		changed, err := h.s.SetFDFile(4, oldFile)
+		require.NoError(t, err)
+		assert.False(t, changed, "the first file is only noted")
+		a := h.waitFD(4, R, -1, KnownNotReady)
+		oldSeq := h.s.fds.lookup(4).seq
+		h.drv.resetCalls()
+
+		changed, err = h.s.SetFDFile(4, oldFile)
+		require.NoError(t, err)
+		assert.False(t, changed)
+		assert.Empty(t, h.drv.calls, "the same file: nothing to do")
+
+		changed, err = h.s.SetFDFile(4, newFile)
+		require.NoError(t, err)
+		assert.True(t, changed)
+		h.check()
+		assert.Equal(t, []armCall{{Disarm: true, FD: 4}}, h.drv.calls)
+		h.drv.Script(driver.Event{FD: 4, Seq: oldSeq, Events: R}) // the old file's registration lingers
+		assert.Equal(t, []Completion{{a, ResultClosed}}, h.poll())
+		b := h.waitFD(4, R, -1, KnownNotReady)
+		assert.NotEqual(t, oldSeq, h.drv.arms()[0].Seq, "armed afresh under a new seq")
+		h.drv.Script(h.event(4, R))
+		assert.Equal(t, []Completion{{b, int64(R)}}, h.poll())
+
+		require.NoError(t, h.s.ForgetFD(4))
+		changed, err = h.s.SetFDFile(4, oldFile)
+		require.NoError(t, err)
+		assert.False(t, changed, "forgotten: no file known")
+		_, err = h.s.SetFDFile(-1, oldFile)
+		assert.Error(t, err)
+		h.check()
+	})
+}
+
 func TestForgetFDSeqSkipsReserved(t *testing.T) {
 	h := newHarness(t, true)
 	h.waitFD(4, R, -1, KnownNotReady)

@@ -96,6 +96,7 @@ type mWait struct {
 
 type mFD struct {
 	seq        uint32
+	file       uint64 // the file SetFDFile was last told (0: none since the start or a forget)
 	registered bool
 	armed      Events
 	pollNo     bool
@@ -125,6 +126,18 @@ type model struct {
 	completed  uint64
 	iterations uint64
 	batches    [][]driver.Event // mirrors the fake driver's script
+	// The open file behind each fuzz descriptor's number, as the kernel
+	// sees it: 0 until a reuse or dup2 step switches it behind the
+	// scheduler's back; nextFile numbers the new files.
+	kfile    map[int]uint64
+	switched map[int]bool // the number's file changed since the start
+	nextFile uint64
+}
+
+// fileKnown: the scheduler was told the file the number names now (or the
+// number never changed files), so its registration must be on that file.
+func (m *model) fileKnown(fd int) bool {
+	return !m.switched[fd] || m.fd(fd).file == m.kfile[fd]+1 // told as FileID{Ino: kfile + 1}
 }
 
 func (m *model) fd(fd int) *mFD {
@@ -423,6 +436,11 @@ func (r *runner) cancel(tok Token) {
 
 func (r *runner) waitFD(idx int, ev Events, known Readiness, timeout time.Duration) {
 	fd := r.m.fds[idx]
+	if r.m.fd(fd).file == 0 {
+		// the first IO to present a number (or the first after a forget)
+		// tells which file it names, before it waits (fd_table.c)
+		r.setFile(idx)
+	}
 	tok, got, err := r.s.WaitFD(fd, ev, timeout, known)
 	ev &= driver.RubyMask
 	fail := func(format string, args ...any) {
@@ -514,10 +532,15 @@ func (r *runner) forget(idx int) {
 	if err := r.s.ForgetFD(fd); err != nil {
 		r.failf("ForgetFD: %v", err)
 	}
-	m := r.m
-	if fd >= m.tableLen {
+	if fd >= r.m.tableLen {
 		return
 	}
+	r.modelForget(fd)
+}
+
+// modelForget is ForgetFD in the model.
+func (r *runner) modelForget(fd int) {
+	m := r.m
 	st := m.fd(fd)
 	for len(st.waiters) > 0 {
 		m.finish(st.waiters[0], ResultClosed, m.newGroup())
@@ -530,6 +553,55 @@ func (r *runner) forget(idx int) {
 		seq = 1
 	}
 	*st = mFD{seq: seq}
+}
+
+// setFile is another IO presenting the number: the scheduler is told which
+// file it names now. A change drops everything known of the old file.
+func (r *runner) setFile(idx int) {
+	fd := r.m.fds[idx]
+	file := r.m.kfile[fd] + 1 // FileID's Ino; never zero, which means "not known"
+	changed, err := r.s.SetFDFile(fd, FileID{Ino: file})
+	if err != nil {
+		r.failf("SetFDFile: %v", err)
+	}
+	m := r.m
+	m.grow(fd)
+	st := m.fd(fd)
+	want := st.file != 0 && st.file != file
+	if changed != want {
+		r.failf("SetFDFile(fd#%d, %d) = %v, want %v (was %d)", idx, file, changed, want, st.file)
+	}
+	if want {
+		r.modelForget(fd)
+		st = m.fd(fd)
+	}
+	st.file = file
+}
+
+// switchFile puts another open file behind the number without telling the
+// scheduler: close(2) and reuse (keepOld false: the old file is gone) or
+// dup2(2) over it (keepOld: another reference keeps it open).
+func (r *runner) switchFile(idx int, keepOld bool) {
+	fd := r.m.fds[idx]
+	r.m.nextFile++
+	r.m.kfile[fd] = r.m.nextFile
+	r.m.switched[fd] = true
+	r.drv.SwitchFile(fd, r.m.nextFile+1, keepOld) // the fake's file ids are the FileIDs told
+	if r.m.kfile[fd]+1 != r.drv.files[fd] {
+		r.failf("file ids out of step")
+	}
+}
+
+// lingeringEvent: the kernel posts an event for a registration whose file
+// left the number and lives on (epoll keeps it until the file's last
+// reference goes, tagged with its old seq).
+func (r *runner) lingeringEvent(pick byte, ev Events) {
+	if len(r.pending) >= 128 {
+		return
+	}
+	if e, ok := r.drv.Lingering(int(pick), ev); ok {
+		r.pending = append(r.pending, e)
+	}
 }
 
 func (r *runner) queueEvent(idx int, ev Events, seqMode byte) {
@@ -689,14 +761,22 @@ func (r *runner) check(step int, op string) {
 	if r.s.Now() != r.m.now {
 		r.failf("clock drift")
 	}
-	// The fake driver watches what the scheduler thinks it does.
+	// The fake driver watches what the scheduler thinks it does. Once the
+	// scheduler knows which file a number names, what it armed must be
+	// armed on that file: a registration the kernel dropped with the old
+	// file, or a one-shot arm still pinning it, would be a wait that never
+	// hears of the new file (a lost wakeup).
 	for fd, st := range r.m.fdState {
-		a, ok := r.drv.armed[fd]
-		if r.m.persistent && st.registered && (!ok || a.seq != st.seq) {
-			r.failf("step %d (%s): fd %d registered with seq %d, driver has %+v", step, op, fd, st.seq, a)
+		if !r.m.fileKnown(fd) {
+			continue // switched behind its back and not told yet: nobody can know
 		}
-		if !r.m.persistent && st.armed != 0 && (!ok || a.seq != st.seq || st.armed&^a.events != 0) {
-			r.failf("step %d (%s): fd %d armed %v seq %d, driver has %+v (ok %v)", step, op, fd, st.armed, st.seq, a, ok)
+		a, ok := r.drv.armed[fd]
+		onFile := ok && a.file == r.drv.files[fd]
+		if r.m.persistent && st.registered && (!onFile || a.seq != st.seq) {
+			r.failf("step %d (%s): fd %d registered with seq %d on file %d, driver has %+v (ok %v)", step, op, fd, st.seq, r.drv.files[fd], a, ok)
+		}
+		if !r.m.persistent && st.armed != 0 && (!onFile || a.seq != st.seq || st.armed&^a.events != 0) {
+			r.failf("step %d (%s): fd %d armed %v seq %d on file %d, driver has %+v (ok %v)", step, op, fd, st.armed, st.seq, r.drv.files[fd], a, ok)
 		}
 	}
 }
@@ -711,7 +791,13 @@ func runStateMachine(t testing.TB, data []byte) {
 	r := &runner{
 		t: t, drv: drv, clock: clock,
 		s: New(drv, clock.Now),
-		m: &model{persistent: persistent, fds: fds, now: clock.now, waits: map[Token]*mWait{}, fdState: map[int]*mFD{}},
+		m: &model{
+			persistent: persistent, fds: fds, now: clock.now, waits: map[Token]*mWait{}, fdState: map[int]*mFD{},
+			kfile: map[int]uint64{}, switched: map[int]bool{},
+		},
+	}
+	for _, fd := range fds {
+		drv.files[fd] = 1 // kfile 0, told as FileID{Ino: 1}
 	}
 	defer func() {
 		if err := r.s.Close(); err != nil {
@@ -722,7 +808,7 @@ func runStateMachine(t testing.TB, data []byte) {
 		}
 	}()
 	for step := 0; in.more() && step < 4096; step++ {
-		op := in.byte() % 16
+		op := in.byte() % 20
 		var name string
 		switch op {
 		case 0:
@@ -781,6 +867,26 @@ func runStateMachine(t testing.TB, data []byte) {
 				name = "advance-in-wait"
 				r.waitAdvance = time.Duration(b>>1) * time.Millisecond / 4
 			}
+		case 16:
+			// close(2) behind the scheduler's back, the number reused by a
+			// new file (libmariadb's reconnect); or dup2(2) over it, the old
+			// file kept open by another reference
+			b := in.byte()
+			keep := b&1 == 1
+			name = map[bool]string{false: "reuse", true: "dup2"}[keep]
+			r.switchFile(int(b>>1)%fzCount, keep)
+		case 17:
+			name = "another-io"
+			r.setFile(int(in.byte()) % fzCount)
+		case 18:
+			name = "lingering-event"
+			a, b := in.byte(), in.byte()
+			r.lingeringEvent(a, Events(b%16))
+		case 19:
+			// the same IO object waits on (mysql2 after a Timeout; no check)
+			name = "waitfd-same-io"
+			a := in.byte()
+			r.waitFD(int(a)%fzCount, R, KnownNotReady, -1)
 		}
 		r.check(step, name)
 	}
@@ -803,6 +909,16 @@ func stateMachineSeeds() [][]byte {
 		{1, 5, 0x08, 1, 100, 7, 0x10, 1, 9, 0, 7, 0x00, 0xf, 11, 15, 1, 100, 1, 100, 1, 101, 1, 70, 10, 3, 11, 15, 11, 15},
 		// EINTR with clock moving during the wait, huge timeout, drain in small batches
 		{0, 1, 255, 1, 110, 2, 2, 2, 14, 200, 14, 0, 13, 0, 13, 1, 11, 3, 4, 0, 3, 1},
+		// persistent: a wait on fd#0, its file closed and the number reused
+		// behind its back, a new IO's wait on it (told: the old waiter is
+		// closed, the new file armed), events on both seqs, poll
+		{0, 5, 0x08, 1, 10, 16, 0, 17, 0, 5, 0x08, 1, 10, 7, 0x10, 1, 7, 0, 1, 11, 15},
+		// one-shot: the same with dup2 (the old file lingers), a lingering
+		// event, the same IO waiting again, poll
+		{1, 5, 0x08, 1, 10, 16, 1, 18, 0, 1, 19, 0, 17, 0, 5, 0x08, 1, 10, 18, 1, 1, 11, 15},
+		// persistent: dup2 with a parked waiter, a lingering event before
+		// and after the new IO's wait, forget, reuse again
+		{0, 5, 0x08, 1, 10, 19, 0, 16, 1, 18, 0, 1, 11, 15, 17, 0, 19, 0, 18, 0, 1, 11, 15, 9, 0, 16, 0, 17, 0, 11, 15},
 	}
 }
 

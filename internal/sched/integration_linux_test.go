@@ -217,3 +217,60 @@ func TestRealForgetFDAndReuse(t *testing.T) {
 		assert.Equal(t, []Completion{{tok, int64(R)}}, pollUntil(t, s, 1, 5*time.Second))
 	})
 }
+
+// A registration belongs to the open file it was made for. The number of a
+// parked wait is dup2(2)ed over while another reference keeps its old file
+// open, so the kernel keeps the old registration (epoll drops one only with
+// the file's last reference; an io_uring poll pins its file) and posts the
+// old file's events under the old tag. Told of the new file (SetFDFile),
+// the scheduler ends the old wait with ResultClosed, arms the new file
+// afresh and never hands the old file's events to the new wait.
+func TestRealFileChangedBehindTheNumber(t *testing.T) {
+	for _, name := range []string{"epoll", "poll", "io_uring"} {
+		t.Run(name, func(t *testing.T) {
+			d, _, err := driver.Open(name)
+			if err != nil {
+				t.Skipf("%s: %v", name, err)
+			}
+			s := New(d, nil)
+			t.Cleanup(func() { s.Close() })
+			a, aPeer := socketpair(t)
+			_, err = s.SetFDFile(a, FileID{Ino: 1})
+			require.NoError(t, err)
+			old, _, err := s.WaitFD(a, R, -1, KnownNotReady)
+			require.NoError(t, err)
+			require.NotZero(t, old)
+			out := make([]Completion, 16)
+			_, err = s.Poll(out, 0, nil) // the registration reaches the kernel
+			require.NoError(t, err)
+
+			keep, err := unix.Dup(a) // the old file stays open
+			require.NoError(t, err)
+			defer unix.Close(keep)
+			n, nPeer := socketpair(t)
+			require.NoError(t, unix.Dup2(n, a))
+
+			changed, err := s.SetFDFile(a, FileID{Ino: 2})
+			require.NoError(t, err)
+			require.True(t, changed)
+			fresh, _, err := s.WaitFD(a, R, -1, KnownNotReady)
+			require.NoError(t, err)
+			require.NotZero(t, fresh)
+			cs := pollUntil(t, s, 1, 5*time.Second)
+			assert.Equal(t, []Completion{{old, ResultClosed}}, cs)
+
+			_, err = unix.Write(aPeer, []byte("old")) // an edge on the old file only
+			require.NoError(t, err)
+			for i := 0; i < 3; i++ {
+				k, err := s.Poll(out, 20*time.Millisecond, nil)
+				require.NoError(t, err)
+				require.Zero(t, k, "the old file's readiness reached the new wait: %v", out[:k])
+			}
+			_, err = unix.Write(nPeer, []byte("new"))
+			require.NoError(t, err)
+			cs = pollUntil(t, s, 1, 5*time.Second)
+			assert.Equal(t, []Completion{{fresh, int64(R)}}, cs)
+			require.NoError(t, s.checkInvariants())
+		})
+	}
+}

@@ -34,7 +34,7 @@ func (s *Scheduler) SupportsOps() bool { return s.comp != nil && !s.closed }
 func opID(i uint32, gen uint32) uint64 { return uint64(gen&0xffffff)<<32 | uint64(i) }
 
 // SubmitOp starts an operation; its completion carries the driver's result
-// (bytes or -errno). ptr/length name memory the caller keeps valid until
+// (bytes or -errno). kind may carry driver.OpAsync. ptr/length name memory the caller keeps valid until
 // the completion has been delivered by Drain.
 func (s *Scheduler) SubmitOp(kind driver.OpKind, fd int, ptr uintptr, length uint64, offset int64) (Token, error) {
 	if s.closed {
@@ -49,6 +49,8 @@ func (s *Scheduler) SubmitOp(kind driver.OpKind, fd int, ptr uintptr, length uin
 	if ptr == 0 || length == 0 {
 		return 0, fmt.Errorf("fd %d: empty buffer for an operation", fd)
 	}
+	async := kind&driver.OpAsync != 0
+	kind &^= driver.OpAsync
 	if kind < driver.OpRead || kind > driver.OpPwrite {
 		return 0, fmt.Errorf("invalid operation kind %d", kind)
 	}
@@ -56,7 +58,7 @@ func (s *Scheduler) SubmitOp(kind driver.OpKind, fd int, ptr uintptr, length uin
 		length = 1 << 30 // a partial transfer, as read(2) may do
 	}
 	i, sl := s.slots.alloc()
-	err := s.comp.SubmitOp(driver.Op{Kind: kind, FD: int32(fd), Ptr: ptr, Len: uint32(length), Offset: offset, ID: opID(i, sl.gen)})
+	err := s.comp.SubmitOp(driver.Op{Kind: kind, FD: int32(fd), Ptr: ptr, Len: uint32(length), Offset: offset, ID: opID(i, sl.gen), Async: async})
 	if err != nil {
 		s.slots.release(i)
 		return 0, err

@@ -3,6 +3,7 @@
 package sched
 
 import (
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -125,4 +126,25 @@ func TestDrainOpsBeforeRelease(t *testing.T) {
 	n, err := unix.Read(fds[0], buf)
 	require.NoError(t, err)
 	assert.Equal(t, "k", string(buf[:n]))
+}
+
+// driver.OpAsync or'ed into a kind reaches the driver as Op.Async (a
+// regular file's read at its position, by the kernel's workers); alone it
+// names no operation.
+func TestSubmitOpAsyncOnARegularFile(t *testing.T) {
+	s := opsScheduler(t)
+	path := t.TempDir() + "/f"
+	require.NoError(t, os.WriteFile(path, []byte("file bytes"), 0o600))
+	fd, err := unix.Open(path, unix.O_RDONLY, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	buf := make([]byte, 16)
+	p := uintptr(unsafe.Pointer(&buf[0]))
+	_, err = s.SubmitOp(driver.OpAsync, fd, p, 4, -1)
+	assert.Error(t, err, "OpAsync alone is no operation")
+	tok, err := s.SubmitOp(driver.OpRead|driver.OpAsync, fd, p, 4, -1)
+	require.NoError(t, err)
+	assert.Equal(t, []Completion{{tok, 4}}, opsPoll(t, s, 1, 5*time.Second))
+	assert.Equal(t, "file", string(buf[:4]))
+	require.NoError(t, s.checkInvariants())
 }

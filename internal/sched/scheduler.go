@@ -346,6 +346,12 @@ func (s *Scheduler) ForgetFD(fd int) error {
 	if st == nil {
 		return ValidateFD(fd)
 	}
+	s.forget(fd, st)
+	return nil
+}
+
+// forget is ForgetFD on a descriptor the table has.
+func (s *Scheduler) forget(fd int, st *fdState) {
 	for st.head >= 0 {
 		s.finish(uint32(st.head), ResultClosed)
 	}
@@ -362,7 +368,39 @@ func (s *Scheduler) ForgetFD(fd int) error {
 		seq = 1
 	}
 	*st = fdState{seq: seq, head: -1, tail: -1, ops: ops}
-	return nil
+}
+
+// FileID names the open file a descriptor number refers to, as far as the
+// caller can tell without holding the file (the extension uses st_dev,
+// st_ino and the access mode). The zero FileID means "not known".
+type FileID struct{ Dev, Ino uint64 }
+
+// SetFDFile tells the scheduler which open file fd names now. The caller asks
+// only when it has reason to (another IO object presents the number), so
+// the common wait costs nothing here. When fd was bound to another file,
+// the number changed hands behind the caller's back (a close(2) or dup2(2)
+// by C code): everything known of the old file goes as in ForgetFD (its
+// waiters finish with ResultClosed, its registration is dropped, its late
+// events are ignored) and the next wait arms the new file afresh. It
+// reports whether that happened. A descriptor not bound yet (or forgotten
+// since) just takes the identity.
+func (s *Scheduler) SetFDFile(fd int, file FileID) (changed bool, err error) {
+	if s.closed {
+		return false, ErrClosed
+	}
+	if err := ValidateFD(fd); err != nil {
+		return false, err
+	}
+	st := s.fds.get(fd)
+	if st.file == file {
+		return false, nil
+	}
+	if st.file != (FileID{}) {
+		s.forget(fd, st)
+		changed = true
+	}
+	st.file = file
+	return changed, nil
 }
 
 // deliver applies one driver event.

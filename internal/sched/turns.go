@@ -1,7 +1,7 @@
 package sched
 
 // Turns: a fiber that held the loop past its budget gives the loop a turn
-// (ext/farce/event_loop.c). It must then run again only after what became
+// (ext/farce/loop/event_loop.c). It must then run again only after what became
 // ready meanwhile: the timers that fell due while it ran and the
 // descriptors the next poll finds ready. A plain Yield finishes at once and
 // so would run first in the next batch, ahead of them.

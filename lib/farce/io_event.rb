@@ -14,7 +14,7 @@ require "io/event"
 require_relative "../farce"
 
 module IO::Event::Selector
-  # The class is written in C (ext/farce/io_event_selector.c, Farce::IOEventSelector);
+  # The class is written in C (ext/farce/front_ends/io_event_selector.c, Farce::IOEventSelector);
   # it is published under io-event's namespace only when this file is required.
   const_set(:Farce, ::Farce::IOEventSelector) unless const_defined?(:Farce, false)
 end

@@ -93,7 +93,12 @@ end
 
 begin
   require "farce/#{RUBY_VERSION[/\A\d+\.\d+/]}/farce_ext"
-rescue LoadError
+rescue LoadError => refused
+  # The extension for this X.Y is there but was built against another
+  # Ruby's headers (buffer_lock.c, io_transfer_v4.c say which and how): a
+  # rebuild is needed, and the Ruby loop in its place would hide that.
+  raise if refused.message.start_with?("farce was built for a Ruby ")
+
   begin
     require "farce/farce_ext"
   rescue LoadError => e

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "fcntl"
 require_relative "ruby_loop/timers"
 require_relative "ruby_loop/latency"
 require_relative "ruby_loop/stats"
@@ -25,7 +26,7 @@ module Farce
   # native (Go) core is not there (no Go at install, an unsupported OS, a
   # failed build, a forked child whose reload of the Go core was refused) or when
   # `backend: :ruby` asks for it. It keeps the native loop's contract (see
-  # ext/farce/fiber_scheduler.c over the loop): the same hooks, results, stats keys and errors, with
+  # ext/farce/front_ends/fiber_scheduler.c over the loop): the same hooks, results, stats keys and errors, with
   # IO.select as the kernel wait.
   #
   # One RubyLoop belongs to one scheduler; Hooks (ruby_loop/hooks.rb) routes
@@ -67,6 +68,7 @@ module Farce
     Alarm = Struct.new(:fiber, :exception, :timer)
 
     attr_reader :fallback_reason
+    attr_writer :file_offloader
 
     def initialize(fallback_reason)
       @fallback_reason = fallback_reason
@@ -80,6 +82,9 @@ module Farce
       @yielded = []                        # [Wait, value]: ready after the next poll's events (turns)
       @waits = {}.compare_by_identity      # fiber -> its Wait
       @io_waits = {}.compare_by_identity   # IO -> [Wait]
+      @fd_owners = ObjectSpace::WeakMap.new # descriptor -> the IO that last waited on it (not kept alive)
+      @fd_files = {}                       # descriptor -> the open file it named then (claim_descriptor)
+      @fd_reopens = {}                     # descriptor -> IO#reopen calls counted when it was claimed
       @raw_writers = {}                    # descriptor -> IO (see raw_writer)
       @inbox = Thread::Queue.new           # Waits other threads unblocked
       # Fibers unblocked before their wait was registered: Queue and Mutex
@@ -91,7 +96,16 @@ module Farce
       @interrupts = []                     # [fiber, exception] from fiber_interrupt
       @live_fibers = 0
       @parked = 0
+      # The waits of @parked in state :ready, counted as they change state:
+      # the ready queues also hold alarms, and the entries of waits that an
+      # exception or Fiber#kill finished before the loop came to them; and
+      # #stats, which a plain thread may call, must not iterate @waits while
+      # the loop's thread adds to it.
+      @ready_waits = 0
       @offloads = 0
+      @file_offloader = nil                # Scheduler#__offload_file (see file_transfer)
+      @file_transfers_cached = 0
+      @file_transfers_offloaded = 0
       @iterations = 0
       @completed = 0
       @last_scan = monotonic
@@ -144,9 +158,16 @@ module Farce
       alarm
     end
 
+    # An alarm already due may wait in @ready behind the fiber it is for
+    # (resumed first from a turn or a wait), whose block then ends: the
+    # exception is dropped here, or it would reach the fiber after its
+    # Timeout block was left.
     def cancel_alarm(alarm)
-      @timers.cancel(alarm.timer) if alarm.is_a?(Alarm) && alarm.timer
-      alarm.timer = nil if alarm.is_a?(Alarm)
+      return nil unless alarm.is_a?(Alarm)
+
+      @timers.cancel(alarm.timer) if alarm.timer
+      alarm.timer = nil
+      alarm.exception = nil
       nil
     end
 
@@ -159,15 +180,17 @@ module Farce
     end
 
     # One iteration without waiting, between rounds of unwinding: what the
-    # unwound fibers' ensure clauses made ready runs. A resumed fiber's
+    # unwound fibers' ensure clauses made ready runs. Whether anything was
+    # ready (Unwinding repeats it until nothing is). A resumed fiber's
     # exception propagates.
     def unwind_turn
-      return unless @open && !inert? && Thread.current == @thread
+      return false unless @open && !inert? && Thread.current == @thread
 
       drain_inbox
       wait_for_events(poll_only: true)
+      ran = !@ready.empty?
       resume_ready
-      nil
+      ran
     end
 
     # Forgets every wait without resuming it (close, abandon).
@@ -187,6 +210,7 @@ module Farce
       @interrupts.clear
       @timers = Timers.new
       @parked = 0
+      @ready_waits = 0
       nil
     end
 

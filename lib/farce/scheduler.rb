@@ -11,7 +11,7 @@ require_relative "unwind"
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
   # (io_wait, io_read, io_write, kernel_sleep, block, unblock, run) are
-  # implemented in C (ext/farce/fiber_scheduler.c over the loop shared
+  # implemented in C (ext/farce/front_ends/fiber_scheduler.c over the loop shared
   # with the io-event selector); the rarely called ones live here.
   # All of them are public methods that a subclass may override and `super`.
   # Without the native core, the same methods run on farce's pure-Ruby loop
@@ -94,6 +94,7 @@ module Farce
       end
       RubyLoop.install
       @ruby_loop = RubyLoop.new(reason)
+      @ruby_loop.file_offloader = method(:__offload_file)
       nil
     end
 
@@ -127,7 +128,7 @@ module Farce
     end
 
     # Process.wait and friends. A pidfd (Linux 5.3+) makes the child's exit a
-    # readable descriptor the loop waits on (ext/farce/process_wait.c, shared
+    # readable descriptor the loop waits on (ext/farce/hook_io/process_wait.c, shared
     # with the io-event selector); elsewhere, and for "any child" waits
     # (pid <= 0), a helper thread does the blocking waitpid.
     def process_wait(pid, flags)
@@ -188,7 +189,7 @@ module Farce
       false
     end
 
-    # io_pread and io_pwrite (Ruby 3.3+) are C methods (ext/farce/positional_io.c):
+    # io_pread and io_pwrite (Ruby 3.3+) are C methods (ext/farce/hook_io/positional_io.c):
     # Ruby 3.3 and 3.4 call them without the GVL for IO#pread/IO#pwrite.
     # With the GVL they come here: the transfer runs on a worker thread,
     # since a regular file is always "ready" and would stall the loop.
@@ -206,7 +207,7 @@ module Farce
 
     # The same for Ruby 4.1's io_pread/io_pwrite (scheduler interface
     # version 4: one transfer of at most length bytes of buffer[offset,
-    # length]; ext/farce/positional_io.c).
+    # length]; ext/farce/hook_io/positional_io.c).
     private def __offload_positional_once(writing, io, buffer, from, offset, length)
       work = if writing
                -> { Farce.__pwrite_once(io, buffer, from, offset, length) }
@@ -215,6 +216,50 @@ module Farce
              end
       return work.call if closed? || Fiber.blocking?
 
+      offload(work)
+    end
+
+    # io_read/io_write on a regular file whose bytes are not in the page
+    # cache, on a loop without completion operations (ext/farce/hook_io/io_transfer.c,
+    # file_step; the Ruby loop's transfer): one read or write of
+    # buffer[offset, length] at file position `from` (-1: the file's own)
+    # on a worker thread. moved[0] gets the count as soon as the worker has
+    # it, so that the caller can give a read's bytes back when an exception
+    # reaches this fiber while it waits. Returns the count or -errno.
+    private def __offload_file(writing, io, buffer, from, offset, length, moved)
+      work = -> { moved[0] = Farce.__file_transfer_once(writing, io, buffer, from, offset, length) }
+      return work.call if closed? || Fiber.blocking?
+
+      offload(work)
+    end
+
+    # Windows only (ext/farce/hook_io/stream_offload_windows.c): a read or
+    # write of a file or console, which nothing there can wait on (the IOCP
+    # driver polls sockets only), runs on a worker thread, where it blocks
+    # that thread alone. A pipe comes here only when its wait mode cannot be
+    # changed: the C caller polls the pipe from the fiber until it holds
+    # bytes or has room, and reads or writes only what goes at once (a
+    # worker blocked in the call would hold an exception or Fiber#kill aimed
+    # at this fiber until the other end moved, and a few big writes would
+    # hold every worker). IO::Buffer#read/#write on a thread without a
+    # scheduler is the plain system call, looped until length bytes moved
+    # (one call for a length of 0). Returns the byte count or -errno, as the
+    # hook does; moved[0] gets it as soon as the worker has it, so that the
+    # caller can give a read's bytes back when an exception reaches this
+    # fiber while it waits (ext/farce/hook_io/io_transfer.c, stream_offload).
+    private def __offload_stream(writing, io, buffer, length, offset, moved)
+      work = lambda do
+        moved[0] = writing ? buffer.write(io, length, offset) : buffer.read(io, length, offset)
+      rescue SystemCallError => e
+        -e.errno
+      end
+      return work.call if closed? || Fiber.blocking?
+
+      # A read of a file or console goes through io_wait first, as a read
+      # that may wait does: a fiber past its turn budget gives the loop its
+      # turn there, so a Timeout due by then ends it before a worker takes
+      # the read.
+      io_wait(io, IO::READABLE, nil) unless writing
       offload(work)
     end
 

@@ -37,7 +37,7 @@ module Farce
 
   # Stall detection for both front ends (Farce::Scheduler and the io-event
   # selector): the C loop calls __report_stall when a turn that the
-  # core's watchdog saw stall ends (ext/farce/stall.c).
+  # core's watchdog saw stall ends (ext/farce/loop/stall.c).
   module StallReporting
     # The callable that gets each StallReport (default: DEFAULT_ON_STALL).
     def on_stall

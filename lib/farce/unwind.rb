@@ -21,16 +21,35 @@ module Farce
   # clauses, while the loop still works.
   #
   # How: in rounds. Each round unwinds every fiber still parked, then runs
-  # the loop once without waiting, so that what the ensure clauses started
-  # (a short sleep, a write) finishes. The first rounds raise Farce::Unwind:
+  # the loop without waiting for as long as that resumes fibers (at most
+  # UNWIND_TURNS iterations), so that what the ensure clauses started (a
+  # `sleep 0`, a write, a wait for a descriptor that is ready) finishes.
+  # One iteration was not enough: a fiber resumed in it that waited for
+  # the loop once more (a `sleep 0` after a turn its write gave, or after
+  # its own `sleep 0`; Ruby 3.1's puts waits for writability) was still
+  # parked when the next round began, and that round raised into it mid-way
+  # (a lost line, a line without its newline). The first rounds raise Farce::Unwind:
   # an ensure clause may then wait (Fiber#kill would kill the fiber again at
   # every resume, cutting any ensure that waits short). The last rounds use
   # Fiber#kill where Ruby has it (3.3+), which no `rescue Exception` stops.
   # What is still parked after the last round is abandoned.
+  #
+  # No turns are given while fibers unwind (the turn budget is off): only
+  # the unwinding's own iterations run between two steps of an ensure
+  # clause, and a turn would only spend one of them. A loaded machine gave
+  # them at random: the fiber preempted for longer than the budget between
+  # being unwound and its first write (the unwinding switches to it without
+  # starting a turn, so the clock ran from the fiber's last one). The
+  # scheduler is released when the unwinding is done: the budget is not
+  # restored.
   module Unwinding
     UNWIND_ROUNDS = 4
     # Rounds that raise Farce::Unwind before Fiber#kill takes over.
     RAISE_ROUNDS = 2
+    # Loop iterations at most after each round: enough for any ensure
+    # clause that only waits for what is ready, and a bound for one that
+    # never stops yielding (`loop { sleep 0 }`).
+    UNWIND_TURNS = 64
 
     KILL = Fiber.method_defined?(:kill)
 
@@ -49,13 +68,26 @@ module Farce
         fibers = __parked_fibers
         break if fibers.empty?
 
+        # here, not before the loop: only on the loop's thread are any listed
+        self.__turn_budget = nil if round.zero?
         kill = KILL && round >= RAISE_ROUNDS
         fibers.each { |fiber| unwind_fiber(fiber, kill) }
         # what the unwound fibers' ensure clauses made ready, and the
         # completions of the operations they cancelled (io_uring: a fiber
         # leaves an operation only once the kernel let go of its buffer)
-        unwind_quietly { __unwind_turn }
+        unwind_turns
         round += 1
+      end
+      nil
+    end
+
+    # The loop's iterations without waiting, until one resumes nothing.
+    def unwind_turns
+      turns = 0
+      while turns < UNWIND_TURNS
+        turns += 1
+        # a fiber that raised out of its resume did run: go on
+        break unless unwind_quietly(true) { __unwind_turn }
       end
       nil
     end
@@ -66,12 +98,13 @@ module Farce
       unwind_quietly { kill ? fiber.kill : fiber.raise(Unwind) }
     end
 
-    def unwind_quietly
+    # The block's value, or on_error when it raised.
+    def unwind_quietly(on_error = nil)
       yield
     rescue Exception => e # rubocop:disable Lint/RescueException
       raise if e.is_a?(SignalException) # an INT trap's Interrupt is the thread's, not the fiber's
 
-      nil # an ensure clause's error while unwinding: the run's own exception wins
+      on_error # an ensure clause's error while unwinding: the run's own exception wins
     end
   end
 end

@@ -63,6 +63,15 @@ module Farce
           begin
             @done.pop
             done = true
+          rescue Farce::Error
+            # This fiber cannot park: a Fiber#raise resumed it inside the
+            # raiser's turn (its exception is held already), or it was
+            # resumed that way before it called #run. Parking again raised
+            # this at once, and retrying it spun the thread until the work
+            # was done and then raised this error in the first one's place.
+            # It waits with the thread, as a blocking fiber does.
+            wait_with_the_thread
+            done = true
           rescue Exception => e # rubocop:disable Lint/RescueException -- see the class comment
             held ||= e
             retry
@@ -88,12 +97,21 @@ module Farce
         @done.pop
       rescue Farce::Error
         # This fiber cannot park: Fiber#kill resumed it inside the killer's
-        # turn, and parking would return into #kill. It waits with the
-        # thread, as a blocking fiber does; the work runs on a worker thread
-        # and needs nothing from this one.
-        Fiber.blocking { @done.pop }
+        # turn, and parking would return into #kill.
+        wait_with_the_thread
       rescue Exception # rubocop:disable Lint/RescueException -- the kill goes on once the work is done
         retry
+      end
+
+      # As a blocking fiber waits: the thread sleeps (the work runs on a
+      # worker thread and needs nothing from this one).
+      def wait_with_the_thread
+        return Fiber.blocking { @done.pop } if Fiber.respond_to?(:blocking)
+
+        # Ruby 3.1 has no Fiber.blocking: the thread lets the others run
+        # until the work is done
+        Thread.pass while @done.empty?
+        @done.pop
       end
     end
 
@@ -103,7 +121,7 @@ module Farce
       return work.call if @jobs.closed?
 
       job = Job.new(work)
-      start_thread if @threads.size < @size && @jobs.num_waiting.zero?
+      start_thread if @threads.size < @size && !idle_thread_for_another_job?
       begin
         @jobs.push(job)
       rescue ClosedQueueError
@@ -129,6 +147,16 @@ module Farce
     end
 
     private
+
+    # Whether a thread waits for a job already that no job queued before
+    # this one will take. A thread woken by a push counts as waiting until
+    # it runs and takes that job from the queue: two jobs submitted before
+    # it ran (a fiber's write of a pipe, then another fiber's read of it)
+    # both saw it waiting, no thread was started for the second, and it
+    # queued behind the first for good while the write waited for the read.
+    def idle_thread_for_another_job?
+      @jobs.num_waiting > @jobs.size
+    end
 
     def start_thread
       @threads.select!(&:alive?)

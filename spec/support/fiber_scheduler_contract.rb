@@ -547,10 +547,24 @@ RSpec.shared_examples "a Fiber::Scheduler" do |factory, differences = {}|
       with_scheduler(factory) do
         m = Mutex.new
         locked = Queue.new
-        holder = Thread.new { m.synchronize { locked << true; sleep 0.1 } }
+        ticked = Queue.new
+        # The holder lets go once the ticks are done (or after 2 s, when a
+        # scheduler that blocks the thread on the lock never lets them run):
+        # a fixed hold of 0.1 s was outlasted by three 10 ms ticks on a
+        # loaded machine, and the lock came between them.
+        holder = Thread.new do
+          m.synchronize do
+            locked << true
+            deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 2
+            sleep 0.005 while ticked.empty? && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+          end
+        end
         locked.pop # the thread's root fiber is blocking: a plain wait until the holder has the lock
         Fiber.schedule { m.synchronize { log << :got_lock } }
-        Fiber.schedule { 3.times { sleep 0.01; log << :tick } }
+        Fiber.schedule do
+          3.times { sleep 0.01; log << :tick }
+          ticked << true
+        end
         Fiber.set_scheduler(nil)
         holder.join
       end

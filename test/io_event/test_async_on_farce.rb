@@ -15,6 +15,7 @@ require "tempfile"
 require "net/http"
 
 require_relative "libraries"
+require_relative "../support/free_port"
 
 ASYNC_MISSING = IOEventTestLibraries.missing(
   "Async/io-event/async-http", "async", "async/queue", "async/semaphore", "async/http/client", "async/http/internet",
@@ -23,6 +24,8 @@ ASYNC_MISSING = IOEventTestLibraries.missing(
 warn "test_async_on_farce: skipping: #{ASYNC_MISSING}" if ASYNC_MISSING
 
 module AsyncSelectorTests
+  include FreePort
+
   def setup
     skip ASYNC_MISSING if ASYNC_MISSING
     @saved_env = ENV["IO_EVENT_SELECTOR"]
@@ -153,30 +156,32 @@ module AsyncSelectorTests
     w&.close
   end
 
+  # Three children wait side by side, and the loop runs while they do: each
+  # child exits only once it read its byte from a pipe, which a task of this
+  # reactor writes after the three waits began. (A wait that blocked the
+  # thread would keep that task from running: the children's own timeout
+  # would end them with status 99.) It was timed (all three within 0.6 s of
+  # 0.2 s sleeps, and a 10 ms ticker's count): a busy machine took longer to
+  # start three shells.
   def test_child_processes
+    r, w = IO.pipe
     reactor do |task|
-      start = monotonic
-      ticks = 0
-      ticker = task.async { loop { sleep 0.01; ticks += 1 } }
-      statuses = [3, 0, 7].map do |code|
-        pid = Process.spawn("sleep 0.2; exit #{code}")
-        task.async { Process.wait2(pid)[1] }
-      end.map(&:wait)
-      ticker.stop
+      pids = [3, 0, 7].map do |code|
+        Process.spawn("timeout 60 dd bs=1 count=1 status=none >/dev/null || exit 99; exit #{code}", in: r)
+      end
+      waits = pids.map { |pid| task.async { Process.wait2(pid)[1] } }
+      released = task.async { w.write("abc") } # runs once the three waits parked
+      statuses = waits.map(&:wait)
+      released.wait
       assert_equal [3, 0, 7], statuses.map(&:exitstatus)
-      assert_operator monotonic - start, :<, 0.6 # concurrent, not one after another
-      assert_operator ticks, :>, 5 # the loop kept running while they waited
       out = IO.popen(["echo", "from child"], &:read)
       assert_equal "from child\n", out
     end
+  ensure
+    r&.close
+    w&.close
   end
 
-  def free_port
-    server = TCPServer.new("127.0.0.1", 0)
-    server.addr[1]
-  ensure
-    server&.close
-  end
 
   # Falcon's threaded container runs one reactor per thread: each gets its
   # own selector (and, on farce, its own core), all at the same time.

@@ -68,7 +68,7 @@ class TestForkAsyncOnFarce < Minitest::Test
     skip ASYNC_FORK_MISSING if ASYNC_FORK_MISSING
   end
 
-  # Issue 13 item 8: a child forked inside an Async task whose reactor
+  # A child forked inside an Async task whose reactor
   # waited on farce. Async (2.35+) drops the inherited scheduler in
   # Process._fork, as for io-event's own selectors, so farce's inert selector
   # is never called: the child does plain blocking I/O, and a reactor of its

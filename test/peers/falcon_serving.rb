@@ -21,8 +21,11 @@ require "net/http"
 require "socket"
 require "rbconfig"
 require_relative "results"
+require_relative "../support/free_port"
 
 class FalconServing
+  include FreePort
+
   APP = File.join(__dir__, "falcon_app.ru")
   PRELOAD = File.join(__dir__, "falcon_preload.rb")
   MODES = {
@@ -68,12 +71,6 @@ class FalconServing
     ok
   end
 
-  def free_port
-    server = TCPServer.new("127.0.0.1", 0)
-    server.addr[1]
-  ensure
-    server&.close
-  end
 
   def get(port, path, timeout: REQUEST_TIMEOUT)
     http = Net::HTTP.new("127.0.0.1", port)
@@ -119,7 +116,13 @@ class FalconServing
   def lifecycle(selector, env, mode, args, signal, full:)
     port = free_port
     log = File.join(@logs, "falcon-serve-#{selector.downcase}-#{mode}-#{signal.downcase}.log")
-    pid = Process.spawn(env.merge("RUBYLIB" => @rubylib), RbConfig.ruby, @falcon, "serve",
+    # Falcon's controller does Bundler.require(:preload) when it finds a
+    # Gemfile, looking upwards from its directory: from the logs (under this
+    # repository's tmp/) it found farce's own Gemfile and wrote a Gemfile.lock
+    # of the chroot's gem versions beside it, which the host's bundler then
+    # could not resolve. A Gemfile that does not exist is one it skips.
+    no_gemfile = File.join(@logs, "no-Gemfile")
+    pid = Process.spawn(env.merge("RUBYLIB" => @rubylib, "BUNDLE_GEMFILE" => no_gemfile), RbConfig.ruby, @falcon, "serve",
                         "-b", "http://127.0.0.1:#{port}", "-c", APP, "--graceful-stop", GRACE.to_s, *args,
                         chdir: @logs, in: File::NULL, out: log, err: %i[child out], pgroup: true)
     begin

@@ -4,12 +4,13 @@
 # script and the backend FARCE_BACKEND names (rakelib/ruby_fiber.rake
 # prepares the tree and calls it once per Ruby and backend).
 #
-#   ruby test/ruby_fiber/run.rb TREE [--label TEXT] [--timeout SECONDS] [--seed N]
+#   ruby test/ruby_fiber/run.rb TREE [--label TEXT] [--timeout SECONDS] [--seed N] [--suite DIR]
 #
 # TREE holds Ruby's test harness from the same source (tool/lib, and
 # tool/test/runner.rb) and fiber/: that Ruby's test/fiber files, whose
 # scheduler.rb loads test/ruby_fiber/scheduler.rb (the adapter) instead of
-# the reference scheduler.
+# the reference scheduler. --suite names another directory of TREE to run
+# the same way (io_buffer: rakelib/ruby_io_buffer.rake).
 #
 # The harness runs every file in one process, as `make test-all
 # TESTS=fiber` does, in the harness's random order (the seed is printed and
@@ -37,25 +38,27 @@ tree = nil
 label = nil
 timeout = Float(ENV.fetch("RUBY_FIBER_TEST_TIMEOUT", "60"))
 seed = ENV["RUBY_FIBER_SEED"]&.then { |s| Integer(s) }
+suite = "fiber"
 args = ARGV.dup
 until args.empty?
   case (arg = args.shift)
   when "--label" then label = args.shift
   when "--timeout" then timeout = Float(args.shift)
   when "--seed" then seed = Integer(args.shift)
+  when "--suite" then suite = args.shift
   when /\A-/ then abort "run.rb: unknown option #{arg}"
   else tree = arg
   end
 end
-abort "usage: ruby #{$0} TREE [--label TEXT] [--timeout SECONDS] [--seed N]" unless tree && File.directory?(tree)
+abort "usage: ruby #{$0} TREE [--label TEXT] [--timeout SECONDS] [--seed N] [--suite DIR]" unless tree && File.directory?(tree)
 tree = File.expand_path(tree)
 backend = ENV.fetch("FARCE_BACKEND", "auto")
 label ||= "Ruby #{RUBY_VERSION}#{'dev' if RUBY_PATCHLEVEL == -1} #{backend}"
 seed ||= Random.new_seed % 65_536
 $stdout.sync = true
 
-files = Dir[File.join(tree, "fiber", "test_*.rb")].sort
-abort "run.rb: no test files in #{tree}/fiber" if files.empty?
+files = Dir[File.join(tree, suite, "test_*.rb")].sort
+abort "run.rb: no test files in #{tree}/#{suite}" if files.empty?
 runner = File.join(tree, "tool", "test", "runner.rb")
 abort "run.rb: no #{runner} (Ruby's test harness)" unless File.file?(runner)
 

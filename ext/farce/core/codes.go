@@ -11,12 +11,12 @@ import "C"
 
 import (
 	"errors"
+	"syscall"
 	"time"
 	"unsafe"
 
 	"github.com/farce-rb/farce/internal/driver"
 	"github.com/farce-rb/farce/internal/sched"
-	"golang.org/x/sys/unix"
 )
 
 // boolCode is the 1/0 answer of the exports that report whether a wait was
@@ -31,7 +31,7 @@ func boolCode(b bool) C.int64_t {
 // fail records err for farce_last_error and returns its code.
 func (c *core) fail(err error) C.int64_t {
 	c.lastErr = err.Error()
-	var errno unix.Errno
+	var errno syscall.Errno
 	switch {
 	case errors.Is(err, errBusyPolling), errors.Is(err, driver.ErrForeignThread):
 		return -C.FARCE_E_THREAD // Farce::Error with the message: not a system error

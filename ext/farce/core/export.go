@@ -19,12 +19,12 @@ import "C"
 
 import (
 	"errors"
+	"syscall"
 	"time"
 	"unsafe"
 
 	"github.com/farce-rb/farce/internal/driver"
 	"github.com/farce-rb/farce/internal/sched"
-	"golang.org/x/sys/unix"
 )
 
 func main() {}
@@ -67,7 +67,7 @@ func farce_new(backend *C.char, name *C.char, nameLen C.int, reason *C.char, rea
 	}
 	copyOut(name, nameLen, d.Name())
 	copyOut(reason, reasonLen, why)
-	*wakeFD = C.int(d.WakeFD())
+	*wakeFD = C.int(wakeNumber(d)) // Unix: the driver's descriptor; Windows: a number for farce_wake_number
 	return C.int64_t(openHandle(d))
 }
 
@@ -89,7 +89,7 @@ func farce_backends(buf *C.char, n C.int) C.int64_t {
 func farce_probe(fd C.int, events C.uint32_t) C.int64_t {
 	got, _, err := sched.ProbeFD(int(fd), sched.Events(events))
 	if err != nil {
-		var errno unix.Errno
+		var errno syscall.Errno
 		if errors.As(err, &errno) {
 			return -C.int64_t(errno)
 		}
@@ -108,6 +108,7 @@ func farce_close(h C.int64_t) C.int64_t {
 	defer c.mu.Unlock()
 	c.waitPollEnd()
 	c.dropTurns()
+	forgetWakeNumber(c.s.Driver())
 	if err := c.s.Close(); err != nil {
 		return c.fail(err)
 	}
@@ -214,7 +215,9 @@ func farce_stall_watch(h C.int64_t, state *C.farce_turn_state, thresholdNS C.int
 	if state == nil || (c.turns != nil && c.turns != state) || signo <= 0 || signo >= 65 {
 		return c.fail(errors.New("farce_stall_watch: bad state or signal"))
 	}
-	c.watch(state, time.Duration(thresholdNS), unix.Signal(signo))
+	if err := c.watch(state, time.Duration(thresholdNS), int(signo)); err != nil {
+		return c.fail(err)
+	}
 	return 0
 }
 
@@ -252,6 +255,25 @@ func farce_forget_fd(h C.int64_t, fd C.int) C.int64_t {
 		return c.fail(err)
 	}
 	return 0
+}
+
+// farce_set_fd_file tells the core which open file fd names now
+// (sched.SetFDFile): 1 when it named another one, whose waiters then
+// finished with ResultClosed; 0 when nothing changed.
+//
+//export farce_set_fd_file
+func farce_set_fd_file(h C.int64_t, fd C.int, dev C.uint64_t, ino C.uint64_t) C.int64_t {
+	var code C.int64_t
+	c := acquireDriver(h, &code)
+	if c == nil {
+		return code
+	}
+	defer c.mu.Unlock()
+	changed, err := c.s.SetFDFile(int(fd), sched.FileID{Dev: uint64(dev), Ino: uint64(ino)})
+	if err != nil {
+		return c.fail(err)
+	}
+	return boolCode(changed)
 }
 
 // farce_poll runs one loop iteration and stores up to capacity finished

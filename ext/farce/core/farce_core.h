@@ -13,7 +13,7 @@
 
 /* What farce_core_abi returns; the extension refuses a core that says
  * otherwise. 2: every function below is required (ext/farce/core_door.c). */
-#define FARCE_CORE_ABI 2
+#define FARCE_CORE_ABI 3
 
 typedef struct farce_completion {
     uint64_t token;  /* slot in the low 32 bits, generation in the high 32 */
@@ -34,6 +34,9 @@ typedef struct farce_completion {
 #define FARCE_OP_WRITE 2
 #define FARCE_OP_PREAD 3
 #define FARCE_OP_PWRITE 4
+/* or'ed into a kind: the kernel's worker threads perform it (io_uring's
+ * IOSQE_ASYNC), never inline in the submitting call (regular files) */
+#define FARCE_OP_ASYNC 0x10
 
 /* error codes beyond errno values */
 #define FARCE_E_HANDLE 100000   /* unknown or closed scheduler handle */

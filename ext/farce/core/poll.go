@@ -12,10 +12,10 @@ import "C"
 
 import (
 	"errors"
+	"syscall"
 	"unsafe"
 
 	"github.com/farce-rb/farce/internal/sched"
-	"golang.org/x/sys/unix"
 )
 
 // pollRelease is what Scheduler.Poll unlocks while the driver sleeps: for
@@ -79,7 +79,7 @@ func pollWith(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacity 
 	}
 	// Interrupted with work already drained: hand it out; the caller runs
 	// Ruby's interrupts after every kernel wait anyway.
-	if err != nil && (n == 0 || !errors.Is(err, unix.EINTR)) {
+	if err != nil && (n == 0 || !errors.Is(err, syscall.EINTR)) {
 		return c.fail(err)
 	}
 	return C.int64_t(n)

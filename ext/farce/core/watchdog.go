@@ -1,6 +1,7 @@
 // The stall watchdog's glue: the turn state the extension hands over, the
-// goroutine running sched.Watchdog that signals the loop's thread (tgkill)
-// once per turn that lasts too long, and stopping it and freeing the state.
+// goroutine running sched.Watchdog that signals the loop's thread (tgkill,
+// in watchdog_unix.go) once per turn that lasts too long, and stopping it
+// and freeing the state.
 
 package main
 
@@ -15,25 +16,29 @@ import (
 	"unsafe"
 
 	"github.com/farce-rb/farce/internal/sched"
-	"golang.org/x/sys/unix"
 )
 
 // watch makes state the core's turn state and (re)starts the watchdog on
-// it with threshold; threshold <= 0 only stops it. Called with c.mu held.
-func (c *core) watch(state *C.farce_turn_state, threshold time.Duration, sig unix.Signal) {
+// it with threshold; threshold <= 0 only stops it. It fails where threads
+// cannot be signalled (Windows). Called with c.mu held.
+func (c *core) watch(state *C.farce_turn_state, threshold time.Duration, sig int) error {
 	c.turns = state
 	c.stopWatchdog()
 	if threshold <= 0 {
-		return
+		return nil
+	}
+	signal, err := threadSignaller(sig)
+	if err != nil {
+		return err
 	}
 	w := sched.NewWatchdog((*sched.TurnState)(unsafe.Pointer(state)), threshold)
 	stop, done := make(chan struct{}), make(chan struct{})
 	c.stopWatch, c.watchDone = stop, done
-	pid := unix.Getpid()
 	go func() {
 		defer close(done)
-		w.Run(stop, monotonicNS, func(tid int64) { _ = unix.Tgkill(pid, int(tid), sig) })
+		w.Run(stop, monotonicNS, signal)
 	}()
+	return nil
 }
 
 // stopWatchdog ends the watchdog goroutine, if one runs, and waits for it:
@@ -47,7 +52,7 @@ func (c *core) stopWatchdog() {
 	c.stopWatch, c.watchDone = nil, nil
 }
 
-// monotonicNS is CLOCK_MONOTONIC, the clock the extension stamps turns with.
+// monotonicNS is the clock the extension stamps turns with (clock_*.go).
 func monotonicNS() int64 { return nanotime() }
 
 // dropTurns stops the watchdog and frees the turn state handed over by

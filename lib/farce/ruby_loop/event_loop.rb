@@ -55,7 +55,7 @@ module Farce
 
         item, value = @ready.shift
         if item.is_a?(Alarm)
-          in_turn(item.fiber) { item.fiber.raise(*item.exception) } if item.fiber.alive?
+          in_turn(item.fiber) { item.fiber.raise(*item.exception) } if item.exception && item.fiber.alive? # nil: cancelled
           next
         end
         next unless item.state == :ready

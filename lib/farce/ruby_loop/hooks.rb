@@ -6,11 +6,18 @@ module Farce
     # child) so that a scheduler inherited by a child can tell it is inert
     # there without a getpid per hook.
     @fork_generation = 0
+    # Counts IO#reopen calls (lib/farce/reopen_notice.rb): after one, each
+    # descriptor's next wait looks at its open file again (claim_descriptor).
+    @reopens = 0
     class << self
-      attr_reader :fork_generation
+      attr_reader :fork_generation, :reopens
 
       def forked
         @fork_generation += 1
+      end
+
+      def descriptors_reopened
+        @reopens += 1
       end
 
       # Makes Farce::Scheduler route its hook methods to a RubyLoop for the

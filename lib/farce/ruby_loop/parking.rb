@@ -25,6 +25,7 @@ module Farce
       early = wait.unblockable && !@early_unblocks.empty? && @early_unblocks.delete(wait.fiber)
       if duration == 0 || duration == :after_poll || early
         wait.state = :ready
+        @ready_waits += 1
         wait.ready_at = monotonic if @wakeups_kept
         (duration == :after_poll && !early ? @yielded : @ready) << [wait, :woken]
       elsif duration
@@ -49,6 +50,7 @@ module Farce
       return unless wait.state == :parked
 
       wait.state = :ready
+      @ready_waits += 1
       wait.ready_at = monotonic if @wakeups_kept
       detach(wait)
       @ready << [wait, value]
@@ -57,6 +59,7 @@ module Farce
     def finish(wait)
       return if wait.state == :finished
 
+      @ready_waits -= 1 if wait.state == :ready
       wait.state = :finished
       detach(wait)
       @waits.delete(wait.fiber) if @waits[wait.fiber].equal?(wait)

@@ -2,7 +2,7 @@
 
 module Farce
   class RubyLoop
-    # Stall detection (the native loop's is ext/farce/stall.c): a watchdog thread that samples the
+    # Stall detection (the native loop's is ext/farce/loop/stall.c): a watchdog thread that samples the
     # loop thread's backtrace when a turn passes the threshold.
 
     # Stall detection on (seconds) or off (nil); reporter gets

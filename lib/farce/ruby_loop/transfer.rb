@@ -35,8 +35,8 @@ module Farce
     # What both transfers check first; the IO and the two integers.
     def transfer_arguments(io, buffer, length, offset)
       usable!
-      turn_check
       io = to_io(io)
+      turn_check(io)
       raise TypeError, "wrong argument type #{buffer.class} (expected IO::Buffer)" unless buffer.is_a?(IO::Buffer)
 
       [io, integer(length), integer(offset)]
@@ -44,6 +44,8 @@ module Farce
 
     def transfer(io, buffer, length, offset, reading:)
       io, length, offset = transfer_arguments(io, buffer, length, offset)
+      return file_transfer(io, buffer, length, offset, reading: reading) if regular_file?(io) && file_steps?
+
       writer = raw_writer(io) unless reading
       total = 0
       loop do
@@ -83,6 +85,69 @@ module Farce
           total += result
           return total if total >= length
         end
+      end
+    end
+
+    # Whether io is a regular file: always "ready", so read_nonblock would
+    # hold the loop for as long as the disk takes. Only a File can be one
+    # (sockets and pipes are other classes; a File may be a FIFO).
+    def regular_file?(io)
+      io.is_a?(File) && io.stat.file?
+    rescue SystemCallError, IOError
+      false
+    end
+
+    # Whether the extension is loaded, which has the two calls a file step
+    # makes (Farce.__file_nowait, __file_transfer_once): an installation
+    # without the native core reads and writes files as any other IO, on the
+    # loop's thread, as it did before files left the loop.
+    def file_steps?
+      Farce.respond_to?(:__file_nowait)
+    end
+
+    # transfer on a regular file, as the native loop does it
+    # (ext/farce/hook_io/io_transfer.c, file_step): each step is one preadv2 or
+    # pwritev2 with RWF_NOWAIT, which the page cache answers at once, and
+    # when it would wait for the disk, one read or write on the scheduler's
+    # worker pool (the fiber parks meanwhile).
+    def file_transfer(io, buffer, length, offset, reading:)
+      total = 0
+      loop do
+        size = buffer.size
+        return -Errno::EINVAL::Errno if length.negative? || offset.negative? || offset > size || length > size - offset
+
+        room = size - offset - total
+        return total if room.zero?
+
+        writing = !reading
+        result = Farce.__file_nowait(writing, io, buffer, -1, offset + total, room)
+        if result == -Errno::EAGAIN::Errno && !(parkable? && @file_offloader)
+          # a fiber that cannot park (resumed inside another's turn, by
+          # Fiber#raise for one) reads right here, as Ruby does without a
+          # scheduler: -EAGAIN would send Ruby to io_wait, which a file
+          # answers at once, and back here, forever
+          result = Farce.__file_transfer_once(writing, io, buffer, -1, offset + total, room)
+        elsif result == -Errno::EAGAIN::Errno
+          @file_transfers_offloaded += 1
+          moved = []
+          begin
+            result = @file_offloader.call(writing, io, buffer, -1, offset + total, room, moved)
+          rescue Exception # rubocop:disable Lint/RescueException -- re-raised: the read's bytes go back first
+            # The worker read them at the file position: the IO's next read
+            # returns them first (as the native loop's keep_unread).
+            got = moved[0]
+            io.ungetbyte(buffer.get_string(offset, total + got)) if reading && got.is_a?(Integer) && got.positive? && !io.closed?
+            raise
+          end
+        elsif result >= 0
+          @file_transfers_cached += 1
+        end
+        return total.positive? ? total : result if result.negative? && result != -Errno::EINTR::Errno
+        next if result.negative?
+        return total if result.zero? && reading # end of file
+
+        total += result
+        return total if total >= length
       end
     end
 

@@ -2,7 +2,7 @@
 
 module Farce
   class RubyLoop
-    # Turns (the native loop's are in ext/farce/event_loop.c, the same rule): a fiber that holds the
+    # Turns (the native loop's are in ext/farce/loop/event_loop.c, the same rule): a fiber that holds the
     # loop past its budget gives it a turn; begin_turn/end_turn stamp each turn for stall detection.
 
     # Seconds a fiber may hold the loop before a hook that would not block
@@ -12,7 +12,14 @@ module Farce
     # Called where a hook would go on without blocking (Fiber.schedule, a
     # read or write that moved data): past the budget, a fiber of ours
     # yields (the loop resumes it after one iteration); any other goes on.
-    def turn_check
+    # A hook on an IO passes it (io, before the hook reads its descriptor):
+    # the hook was asked about the open file the number named then, and C
+    # code may close the number behind the IO's back within the turn and get
+    # it again for another file, which must not take these bytes. When the
+    # number names another file after the turn than before, the hook raises
+    # the IOError a wait parked on the old file gets (the native loop's
+    # farce_loop_give_turn_on). Asked only when a turn is given.
+    def turn_check(io = nil)
       if Thread.current != @thread
         # an idle loop moves to the thread that uses it (the native loop's
         # claim, so the stall watchdog samples that thread); Fiber.schedule
@@ -29,10 +36,17 @@ module Farce
       # `run` never runs the loop itself (Ruby's order: scheduled fibers run
       # once the thread reaches run or close; see the native give_turn).
       if parkable?
+        fd = io && descriptor_of(io)
+        file = fd && file_identity(io)
         @turns_given += 1
         park(Wait.new(Fiber.current), :after_poll)
       end
       @turn_started = monotonic
+      # io itself closed meanwhile: the hook's own check raises
+      if file && descriptor_of(io) == fd && file_identity(io) != file
+        raise IOError, "closed stream (descriptor #{fd} was closed, or now names another open file)"
+      end
+
       nil
     end
 

@@ -16,14 +16,16 @@ module Farce
       duration = interval(timeout)
       raise IOError, "closed stream" if io.closed?
 
-      if duration == 0 || !parkable? # a fiber that cannot park: the thread waits (issue 13 item 3)
+      if duration == 0 || !parkable? # a fiber that cannot park (nobody would resume it): the thread waits
         got = ready_now(io, events, duration)
         return got.zero? ? false : got
       end
+      fd = io.fileno
+      claim_descriptor(io, fd) unless @fd_owners[fd].equal?(io) && @fd_reopens[fd] == RubyLoop.reopens
       wait = Wait.new(Fiber.current, io: io, events: events)
       (@io_waits[io] ||= []) << wait
       result = park(wait, duration)
-      raise IOError, "closed stream" if result == :closed
+      raise IOError, "closed stream (descriptor #{fd} was closed, or now names another open file)" if result == :closed
 
       result.is_a?(Integer) && result.positive? ? result : false
     end
@@ -102,13 +104,49 @@ module Farce
       nil
     end
 
+    # Another IO object waits on fd than the last one (or an IO#reopen
+    # happened since): when the number names another open file by now
+    # (closed or dup2'd over behind the old IO's back, by C code, or
+    # reopened), the fibers parked on the old file wake with IOError instead
+    # of taking the new file's readiness, which IO.select reports for every
+    # IO of that number. One stat, only then (the native loop's rule,
+    # fd_table.c).
+    def claim_descriptor(io, fd)
+      @fd_reopens[fd] = RubyLoop.reopens
+      file = file_identity(io)
+      if @fd_files.key?(fd) && @fd_files[fd] != file
+        @io_waits.keys.each { |other| wake_io(other, :closed) if descriptor_of(other) == fd }
+      end
+      @fd_owners[fd] = io
+      @fd_files[fd] = file
+    end
+
+    # The inode and access mode (a pipe's ends share the inode); nil when
+    # the descriptor cannot be asked. Windows has no F_GETFL, and only a
+    # regular file's inode holds still there: a pipe's or a socket's stat
+    # gives a new one each time (seen under wine), which made a turn inside
+    # a pipe read raise IOError for a file that never changed. There a
+    # regular file is told by its inode and anything else by its kind alone,
+    # as the native loop, which tracks no identity on Windows, tells none.
+    ACCESS_MODE = defined?(Fcntl::F_GETFL) && defined?(Fcntl::O_ACCMODE)
+    private_constant :ACCESS_MODE
+
+    def file_identity(io)
+      st = io.stat
+      return [st.dev, st.ino, io.fcntl(Fcntl::F_GETFL) & Fcntl::O_ACCMODE] if ACCESS_MODE
+
+      st.file? ? [st.dev, st.ino] : [st.ftype]
+    rescue SystemCallError, IOError, NotImplementedError
+      nil
+    end
+
     # Ruby 4.0 calls this before it closes a descriptor: its waiters raise
     # IOError at once. Another thread's close is left to the close scan.
     def io_close(target)
       return nil if closed? || Thread.current != @thread
 
       ios = if target.is_a?(Integer)
-              @io_waits.keys.select { |io| !io.closed? && io.fileno == target }
+              @io_waits.keys.select { |io| descriptor_of(io) == target }
             else
               [to_io(target)]
             end
@@ -126,6 +164,16 @@ module Farce
     end
 
     private
+
+    # io's descriptor number, or nil once it is closed. Not `closed?` then
+    # `fileno`: another thread's IO#close can run between the two (the GVL
+    # may pass at the branch), and fileno would raise IOError in the fiber
+    # that asked about some other IO.
+    def descriptor_of(io)
+      io.fileno
+    rescue IOError
+      nil
+    end
 
     # unblock on the loop's thread, and each fiber another thread's unblock
     # put in the inbox: its unblockable wait becomes ready; with none, its

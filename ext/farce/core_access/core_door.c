@@ -1,0 +1,449 @@
+/*
+ * The one door into the Go core: its function table (one per loaded copy),
+ * the "no core" table, and the typed wrappers of core_door.h. No other C
+ * file sees the table.
+ */
+#ifndef _WIN32
+#include <dlfcn.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include "core_access/core_door.h"
+#include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
+#ifdef _WIN32
+#include <windows.h> /* after ruby.h, which brings winsock2.h first */
+#include "core_access/core_call_windows.h"
+#define dlsym(dl, symbol) ((void *)GetProcAddress((HMODULE)(dl), (symbol)))
+/* The core's IOCP driver waits on the SOCKET behind a Ruby descriptor
+ * (win32_compat.c; its header's poll macro would clash with fn.poll). */
+int farce_win32_core_fd(int fd);
+#define CORE_FD(fd) farce_win32_core_fd(fd)
+#else
+#define CORE_FD(fd) (fd)
+#endif
+
+/* The Go core's exported functions (farce_core.h), all required: the
+ * extension and the library are built and shipped together, and
+ * farce_core_abi (FARCE_CORE_ABI) says they match. */
+struct farce_core_api {
+    int64_t (*abi)(void);
+    int64_t (*set_handle_base)(int64_t base);
+    int64_t (*new_)(const char *backend, char *name, int name_len, char *reason, int reason_len, int *wake_fd);
+    int64_t (*close)(int64_t h);
+    void (*last_error)(int64_t h, char *buf, int len);
+    int64_t (*backends)(char *buf, int len);
+    int64_t (*probe)(int fd, uint32_t events);
+    int64_t (*stats)(int64_t h, int64_t *out, int n);
+    int64_t (*stall_watch)(int64_t h, farce_turn_state *state, int64_t threshold_ns, int signo);
+    int64_t (*wait_fd)(int64_t h, int fd, uint32_t events, int64_t timeout_ns, int known, uint64_t *token);
+    int64_t (*park)(int64_t h, int64_t timeout_ns, uint64_t *token);
+    int64_t (*yield)(int64_t h, uint64_t *token);
+    int64_t (*yield_last)(int64_t h, uint64_t *token);
+    int64_t (*cancel)(int64_t h, uint64_t token);
+    int64_t (*forget_fd)(int64_t h, int fd);
+    int64_t (*set_fd_file)(int64_t h, int fd, uint64_t dev, uint64_t ino);
+    int64_t (*bind_waits)(int64_t h, farce_fd_wait *waits, int n);
+    int64_t (*poll)(int64_t h, int64_t block_ns, farce_completion *out, int capacity);
+    int64_t (*poll_batch)(int64_t h, int64_t block_ns, farce_completion *out, int capacity, farce_poll_args *args);
+    int64_t (*ops_supported)(int64_t h);
+    int64_t (*submit_op)(int64_t h, int kind, int fd, uint64_t ptr, uint64_t len, int64_t offset, uint64_t *token);
+    int64_t (*cancel_op)(int64_t h, uint64_t token);
+    int64_t (*drain_ops)(int64_t h, int64_t timeout_ns);
+};
+
+struct farce_core_copy {
+    struct farce_core_api fn;
+};
+
+/* FARCE_CORE_CALL(c, name, args...): the one way a wrapper below calls the
+ * core's function c->fn.name. On Linux it is that plain call. On Windows the
+ * call runs on the thread's core call stack (core_call_windows.c: Go cannot
+ * be entered from a fiber stack in a big fiber-pool allocation there): the
+ * arguments go into a name_call record that name_run, on that stack, hands
+ * to the function, whose result comes back in the record. */
+#ifdef _WIN32
+#define CORE_CALL_THROUGH(name, f, ...)                                      \
+    ({                                                                       \
+        struct name##_call call_ = {(f), __VA_ARGS__};                       \
+        farce_core_call_on_stack(name##_run, &call_);                        \
+        call_.r;                                                             \
+    })
+
+/* The records and their runs, by the number of arguments. */
+#define CORE_RECORD_0(name)                                                  \
+    struct name##_call { int64_t (*fn)(void); int64_t r; };                  \
+    static void name##_run(void *p) { struct name##_call *k = p; k->r = k->fn(); }
+#define CORE_RECORD_1(name, T1)                                              \
+    struct name##_call { int64_t (*fn)(T1); T1 a1; int64_t r; };             \
+    static void name##_run(void *p) { struct name##_call *k = p; k->r = k->fn(k->a1); }
+#define CORE_RECORD_2(name, T1, T2)                                          \
+    struct name##_call { int64_t (*fn)(T1, T2); T1 a1; T2 a2; int64_t r; };  \
+    static void name##_run(void *p) { struct name##_call *k = p; k->r = k->fn(k->a1, k->a2); }
+#define CORE_RECORD_3(name, T1, T2, T3)                                      \
+    struct name##_call { int64_t (*fn)(T1, T2, T3); T1 a1; T2 a2; T3 a3; int64_t r; }; \
+    static void name##_run(void *p) { struct name##_call *k = p; k->r = k->fn(k->a1, k->a2, k->a3); }
+#define CORE_RECORD_4(name, T1, T2, T3, T4)                                  \
+    struct name##_call { int64_t (*fn)(T1, T2, T3, T4); T1 a1; T2 a2; T3 a3; T4 a4; int64_t r; }; \
+    static void name##_run(void *p) { struct name##_call *k = p; k->r = k->fn(k->a1, k->a2, k->a3, k->a4); }
+#define CORE_RECORD_5(name, T1, T2, T3, T4, T5)                              \
+    struct name##_call { int64_t (*fn)(T1, T2, T3, T4, T5); T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; int64_t r; }; \
+    static void name##_run(void *p)                                          \
+    {                                                                        \
+        struct name##_call *k = p;                                           \
+        k->r = k->fn(k->a1, k->a2, k->a3, k->a4, k->a5);                     \
+    }
+#define CORE_RECORD_6(name, T1, T2, T3, T4, T5, T6)                          \
+    struct name##_call {                                                     \
+        int64_t (*fn)(T1, T2, T3, T4, T5, T6);                               \
+        T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; T6 a6;                            \
+        int64_t r;                                                           \
+    };                                                                       \
+    static void name##_run(void *p)                                          \
+    {                                                                        \
+        struct name##_call *k = p;                                           \
+        k->r = k->fn(k->a1, k->a2, k->a3, k->a4, k->a5, k->a6);              \
+    }
+#define CORE_RECORD_7(name, T1, T2, T3, T4, T5, T6, T7)                      \
+    struct name##_call {                                                     \
+        int64_t (*fn)(T1, T2, T3, T4, T5, T6, T7);                           \
+        T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; T6 a6; T7 a7;                     \
+        int64_t r;                                                           \
+    };                                                                       \
+    static void name##_run(void *p)                                          \
+    {                                                                        \
+        struct name##_call *k = p;                                           \
+        k->r = k->fn(k->a1, k->a2, k->a3, k->a4, k->a5, k->a6, k->a7);       \
+    }
+
+/* One record per function of struct farce_core_api (a type that differs
+ * from the table's is an incompatible-pointer error, GCC 14 on), and
+ * farce_wake_number. */
+CORE_RECORD_0(abi)
+CORE_RECORD_1(set_handle_base, int64_t)
+CORE_RECORD_6(new_, const char *, char *, int, char *, int, int *)
+CORE_RECORD_1(close, int64_t)
+CORE_RECORD_2(backends, char *, int)
+CORE_RECORD_2(probe, int, uint32_t)
+CORE_RECORD_3(stats, int64_t, int64_t *, int)
+CORE_RECORD_4(stall_watch, int64_t, farce_turn_state *, int64_t, int)
+CORE_RECORD_6(wait_fd, int64_t, int, uint32_t, int64_t, int, uint64_t *)
+CORE_RECORD_3(park, int64_t, int64_t, uint64_t *)
+CORE_RECORD_2(yield, int64_t, uint64_t *)
+CORE_RECORD_2(yield_last, int64_t, uint64_t *)
+CORE_RECORD_2(cancel, int64_t, uint64_t)
+CORE_RECORD_2(forget_fd, int64_t, int)
+CORE_RECORD_4(set_fd_file, int64_t, int, uint64_t, uint64_t)
+CORE_RECORD_3(bind_waits, int64_t, farce_fd_wait *, int)
+CORE_RECORD_4(poll, int64_t, int64_t, farce_completion *, int)
+CORE_RECORD_5(poll_batch, int64_t, int64_t, farce_completion *, int, farce_poll_args *)
+CORE_RECORD_1(ops_supported, int64_t)
+CORE_RECORD_7(submit_op, int64_t, int, int, uint64_t, uint64_t, int64_t, uint64_t *)
+CORE_RECORD_2(cancel_op, int64_t, uint64_t)
+CORE_RECORD_2(drain_ops, int64_t, int64_t)
+CORE_RECORD_1(wake_number, int)
+/* farce_last_error returns nothing: its record has a result no one reads. */
+struct last_error_call { void (*fn)(int64_t, char *, int); int64_t a1; char *a2; int a3; int64_t r; };
+static void last_error_run(void *p)
+{
+    struct last_error_call *k = p;
+    k->fn(k->a1, k->a2, k->a3);
+}
+#else
+#define CORE_CALL_THROUGH(name, f, ...) ((f)(__VA_ARGS__))
+#endif
+
+#define FARCE_CORE_CALL(c, name, ...) CORE_CALL_THROUGH(name, (c)->fn.name, __VA_ARGS__)
+
+#ifdef _WIN32
+static int64_t (*volatile wake_number)(int n); /* the DLL's farce_wake_number */
+#endif
+
+/* ---- resolving a loaded library ------------------------------------------ */
+
+#define RESOLVE(field, symbol)                                               \
+    do {                                                                     \
+        *(void **)&c->fn.field = dlsym(dl, symbol);                          \
+        if (!c->fn.field && !*missing) *missing = symbol;                    \
+    } while (0)
+
+farce_core_copy *farce_core_resolve(void *dl, const char **missing)
+{
+    *missing = NULL;
+    farce_core_copy *c = calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    RESOLVE(abi, "farce_core_abi");
+    RESOLVE(set_handle_base, "farce_set_handle_base");
+    RESOLVE(new_, "farce_new");
+    RESOLVE(close, "farce_close");
+    RESOLVE(last_error, "farce_last_error");
+    RESOLVE(backends, "farce_backends");
+    RESOLVE(probe, "farce_probe");
+    RESOLVE(stats, "farce_stats");
+    RESOLVE(stall_watch, "farce_stall_watch");
+    RESOLVE(wait_fd, "farce_wait_fd");
+    RESOLVE(park, "farce_park");
+    RESOLVE(yield, "farce_yield");
+    RESOLVE(yield_last, "farce_yield_last");
+    RESOLVE(cancel, "farce_cancel");
+    RESOLVE(forget_fd, "farce_forget_fd");
+    RESOLVE(set_fd_file, "farce_set_fd_file");
+    RESOLVE(bind_waits, "farce_bind_waits");
+    RESOLVE(poll, "farce_poll");
+    RESOLVE(poll_batch, "farce_poll_batch");
+    RESOLVE(ops_supported, "farce_ops_supported");
+    RESOLVE(submit_op, "farce_submit_op");
+    RESOLVE(cancel_op, "farce_cancel_op");
+    RESOLVE(drain_ops, "farce_drain_ops");
+#ifdef _WIN32
+    /* One DLL per process (no fork): its wake entry point is the process's. */
+    *(void **)&wake_number = dlsym(dl, "farce_wake_number");
+    if (!wake_number && !*missing) *missing = "farce_wake_number";
+#endif
+    if (*missing) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+#undef RESOLVE
+
+#ifdef _WIN32
+void farce_write_wake(void *p)
+{
+    int64_t (*wake)(int) = wake_number;
+    /* on this thread's own core stack, whichever thread runs the unblock
+     * function: never the blocked poll's */
+    if (wake) (void)CORE_CALL_THROUGH(wake_number, wake, *(int *)p);
+}
+#endif
+
+/* ---- the table before a load, and in a child until it loads its own ------ */
+
+static int64_t none_abi(void) { return 0; }
+static int64_t none_base(int64_t base) { return -FARCE_E_HANDLE; }
+static int64_t none_new(const char *b, char *n, int nl, char *reason, int rl, int *w)
+{
+    if (reason && rl > 0) snprintf(reason, (size_t)rl, "farce's Go core is not loaded in this process");
+    return -FARCE_E_HANDLE;
+}
+static int64_t none_h(int64_t h) { return -FARCE_E_HANDLE; }
+static void none_last_error(int64_t h, char *buf, int len)
+{
+    if (buf && len > 0) snprintf(buf, (size_t)len, "a scheduler inherited through fork (its core is the parent's)");
+}
+static int64_t none_backends(char *buf, int len) { return -FARCE_E_HANDLE; }
+static int64_t none_probe(int fd, uint32_t events) { return -FARCE_E_HANDLE; }
+static int64_t none_stats(int64_t h, int64_t *o, int n) { return -FARCE_E_HANDLE; }
+static int64_t none_stall_watch(int64_t h, farce_turn_state *st, int64_t t, int signo) { return -FARCE_E_HANDLE; }
+static int64_t none_wait_fd(int64_t h, int fd, uint32_t e, int64_t t, int k, uint64_t *tok) { return -FARCE_E_HANDLE; }
+static int64_t none_park(int64_t h, int64_t t, uint64_t *tok) { return -FARCE_E_HANDLE; }
+static int64_t none_yield(int64_t h, uint64_t *tok) { return -FARCE_E_HANDLE; }
+static int64_t none_token(int64_t h, uint64_t tok) { return -FARCE_E_HANDLE; }
+static int64_t none_fd(int64_t h, int fd) { return -FARCE_E_HANDLE; }
+static int64_t none_fd_file(int64_t h, int fd, uint64_t d, uint64_t i) { return -FARCE_E_HANDLE; }
+static int64_t none_bind(int64_t h, farce_fd_wait *w, int n) { return -FARCE_E_HANDLE; }
+static int64_t none_poll(int64_t h, int64_t b, farce_completion *o, int c) { return -FARCE_E_HANDLE; }
+static int64_t none_poll_batch(int64_t h, int64_t b, farce_completion *o, int c, farce_poll_args *a)
+{
+    return -FARCE_E_HANDLE;
+}
+static int64_t none_submit(int64_t h, int k, int fd, uint64_t p, uint64_t l, int64_t off, uint64_t *tok)
+{
+    return -FARCE_E_HANDLE;
+}
+static int64_t none_drain(int64_t h, int64_t timeout_ns) { return -FARCE_E_HANDLE; }
+
+static const farce_core_copy no_core = {{
+    .abi = none_abi, .set_handle_base = none_base, .new_ = none_new, .close = none_h,
+    .last_error = none_last_error, .backends = none_backends, .probe = none_probe, .stats = none_stats,
+    .stall_watch = none_stall_watch, .wait_fd = none_wait_fd, .park = none_park, .yield = none_yield,
+    .yield_last = none_yield, .cancel = none_token, .forget_fd = none_fd, .set_fd_file = none_fd_file,
+    .bind_waits = none_bind,
+    .poll = none_poll, .poll_batch = none_poll_batch, .ops_supported = none_h, .submit_op = none_submit,
+    .cancel_op = none_token, .drain_ops = none_drain,
+}};
+
+const farce_core_copy *farce_core_none(void) { return &no_core; }
+
+/* ---- the wrappers ----------------------------------------------------------- */
+
+int64_t farce_core_abi_of(const farce_core_copy *c) { return FARCE_CORE_CALL(c, abi); }
+
+int64_t farce_core_set_handle_base(const farce_core_copy *c, int64_t base)
+{
+    return FARCE_CORE_CALL(c, set_handle_base, base);
+}
+
+int64_t farce_core_new(const farce_core_copy *c, const char *backend, char *name, int name_len, char *reason,
+                       int reason_len, int *wake_fd)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, new_, backend, name, name_len, reason, reason_len, wake_fd);
+}
+
+int64_t farce_core_close(const farce_core_copy *c, int64_t h) { return FARCE_CORE_CALL(c, close, h); }
+
+int64_t farce_core_backends(const farce_core_copy *c, char *buf, int len)
+{
+    return FARCE_CORE_CALL(c, backends, buf, len);
+}
+
+int64_t farce_core_probe(const farce_core_copy *c, int fd, uint32_t events)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, probe, CORE_FD(fd), events);
+}
+
+int64_t farce_core_stats(const farce_core_copy *c, int64_t h, int64_t *out, int n)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, stats, h, out, n);
+}
+
+int64_t farce_core_stall_watch(const farce_core_copy *c, int64_t h, farce_turn_state *state, int64_t threshold_ns,
+                               int signo)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, stall_watch, h, state, threshold_ns, signo);
+}
+
+void farce_core_raise(const farce_core_copy *c, int64_t h, int64_t code, const char *what, VALUE backend)
+{
+    char msg[512] = "";
+    if (h) (void)FARCE_CORE_CALL(c, last_error, h, msg, sizeof(msg));
+    if (code == -FARCE_E_HANDLE) rb_raise(farce_eError, "%s: the scheduler is closed", what);
+    if (code == -FARCE_E_ARGUMENT) rb_raise(rb_eArgError, "%s: %s", what, msg);
+    if (code < 0 && code > -4096) {
+        rb_syserr_fail_str((int)-code, rb_sprintf("%s (farce %"PRIsVALUE" backend): %s", what, backend, msg));
+    }
+    rb_raise(farce_eError, "%s failed (code %lld): %s", what, (long long)code, msg);
+}
+
+int64_t farce_core_wait_fd(const farce_core_copy *c, int64_t h, int fd, uint32_t events, int64_t timeout_ns,
+                           int known, uint64_t *token)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, wait_fd, h, CORE_FD(fd), events, timeout_ns, known, token);
+}
+
+int64_t farce_core_park(const farce_core_copy *c, int64_t h, int64_t timeout_ns, uint64_t *token)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, park, h, timeout_ns, token);
+}
+
+int64_t farce_core_yield(const farce_core_copy *c, int64_t h, int last, uint64_t *token)
+{
+    farce_stack_guard();
+    return last ? FARCE_CORE_CALL(c, yield_last, h, token) : FARCE_CORE_CALL(c, yield, h, token);
+}
+
+int64_t farce_core_cancel(const farce_core_copy *c, int64_t h, uint64_t token)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, cancel, h, token);
+}
+
+int64_t farce_core_cancel_quietly(const farce_core_copy *c, int64_t h, uint64_t token)
+{
+    return FARCE_CORE_CALL(c, cancel, h, token);
+}
+
+int64_t farce_core_forget_fd(const farce_core_copy *c, int64_t h, int fd)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, forget_fd, h, CORE_FD(fd));
+}
+
+int64_t farce_core_forget_fd_quietly(const farce_core_copy *c, int64_t h, int fd)
+{
+    return FARCE_CORE_CALL(c, forget_fd, h, CORE_FD(fd));
+}
+
+int64_t farce_core_set_fd_file(const farce_core_copy *c, int64_t h, int fd, uint64_t dev, uint64_t ino)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, set_fd_file, h, fd, dev, ino);
+}
+
+int64_t farce_core_bind_waits(const farce_core_copy *c, int64_t h, farce_fd_wait *waits, int n)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, bind_waits, h, waits, n);
+}
+
+int64_t farce_core_poll_batch(const farce_core_copy *c, int64_t h, farce_completion *out, int capacity,
+                              farce_poll_args *args)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, poll_batch, h, 0, out, capacity, args);
+}
+
+int64_t farce_core_poll_now(const farce_core_copy *c, int64_t h, farce_completion *out, int capacity)
+{
+    return FARCE_CORE_CALL(c, poll, h, 0, out, capacity);
+}
+
+struct blocking_poll {
+    const farce_core_copy *c;
+    int64_t h;
+    int64_t block_ns;
+    farce_completion *out;
+    int capacity;
+    int64_t result;
+};
+
+static void *poll_body(void *p)
+{
+    struct blocking_poll *a = p;
+    a->result = FARCE_CORE_CALL(a->c, poll, a->h, a->block_ns, a->out, a->capacity);
+    return NULL;
+}
+
+int64_t farce_core_poll_blocking(const farce_core_copy *c, int64_t h, int64_t block_ns, farce_completion *out,
+                                 int capacity, int *wake_fd)
+{
+    struct blocking_poll a = {c, h, block_ns, out, capacity, 0};
+    rb_nogvl(poll_body, &a, farce_write_wake, wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
+    return a.result;
+}
+
+int farce_core_ops_supported(const farce_core_copy *c, int64_t h) { return FARCE_CORE_CALL(c, ops_supported, h) == 1; }
+
+int64_t farce_core_submit_op(const farce_core_copy *c, int64_t h, int kind, int fd, uint64_t ptr, uint64_t len,
+                             int64_t offset, uint64_t *token)
+{
+    return FARCE_CORE_CALL(c, submit_op, h, kind, fd, ptr, len, offset, token);
+}
+
+int64_t farce_core_cancel_op(const farce_core_copy *c, int64_t h, uint64_t token)
+{
+    farce_stack_guard();
+    return FARCE_CORE_CALL(c, cancel_op, h, token);
+}
+
+int64_t farce_core_cancel_op_quietly(const farce_core_copy *c, int64_t h, uint64_t token)
+{
+    return FARCE_CORE_CALL(c, cancel_op, h, token);
+}
+
+struct drain_call {
+    const farce_core_copy *c;
+    int64_t h;
+    int64_t slice_ns;
+    int64_t result;
+};
+
+static void *drain_body(void *p)
+{
+    struct drain_call *a = p;
+    a->result = FARCE_CORE_CALL(a->c, drain_ops, a->h, a->slice_ns);
+    return NULL;
+}
+
+int64_t farce_core_drain_ops_blocking(const farce_core_copy *c, int64_t h, int64_t slice_ns, int *wake_fd)
+{
+    struct drain_call a = {c, h, slice_ns, 0};
+    rb_nogvl(drain_body, &a, wake_fd ? farce_write_wake : NULL, wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
+    return a.result;
+}
