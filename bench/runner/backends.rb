@@ -53,7 +53,7 @@ module Bench
       lines
     end
 
-    # What io_uring must show to be the default (issue 28), on every pair: ≥ 1.15× epoll's
+    # What io_uring must show before :auto may pick it, on every pair: ≥ 1.15× epoll's
     # req/s at 1,000 connections, a slowest request no worse, and level (within 5%) elsewhere
     # on the throughput rows.
     LEVEL = 0.95

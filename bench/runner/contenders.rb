@@ -172,9 +172,9 @@ module Bench
       end
       # farce before its Go scheduler tick (ext/farce/core/sched_tick.go), in the same run
       list << "farce-epoll+FARCE_SCHED_TICK=0@#{main}" if backends.include?("epoll")
-      # what stall detection (issue 16: watchdog, turn stamps) costs, in the same run
+      # what stall detection (the watchdog and the turn stamps) costs, in the same run
       list << "farce-epoll+FARCE_STALL_MS=100@#{main}" if backends.include?("epoll")
-      # what the pure-Ruby loop (the fallback without Go, issue 19) costs
+      # what the pure-Ruby loop (the fallback where the Go core cannot load) costs
       list << "farce-ruby@#{main}"
       # BENCH_EXTRA=1: the other backends, GOMAXPROCS=1, threads
       if ENV["BENCH_EXTRA"] == "1"

@@ -107,7 +107,7 @@ module Bench
 
         #{production_targets(contenders, references, summary).join("\n")}
 
-        ### Targets (issue 17), for farce's epoll backend against Async on the same Ruby
+        ### Standing targets, for farce's epoll backend against Async on the same Ruby
 
         #{targets(contenders, summary).join("\n")}
         #{@notes.empty? ? '' : "\n### Notes from this run\n\n#{@notes.map { |n| "- #{n}" }.join("\n")}\n"}
@@ -148,7 +148,7 @@ module Bench
         6. **memory**: RSS growth (after `GC.start`) per task parked on a `Queue#pop`, and per task
            parked in `wait_readable` on its own pipe; "per registered descriptor" is the difference.
            These are noisy (page granularity, malloc arenas): compare orders of magnitude.
-        7. **bursts** (issue 18): **spawn burst**, one task spawns 2,000 tasks without blocking, each
+        7. **bursts**: **spawn burst**, one task spawns 2,000 tasks without blocking, each
            `sleep`ing a random 1–100 ms; lateness over every timer, those due while the spawner still
            ran included. **accept burst**, 1,500 connections (`lib/burst_clients.rb`) wait in the
            listen backlog when an acceptor starts taking them, one task per connection answering one

@@ -182,8 +182,8 @@ module Bench
       ok
     end
 
-    # The targets of issue 17, for farce's epoll backend against Async on the
-    # same Ruby (3.3, 3.4), and the idle-connection target on every Ruby.
+    # The standing targets for farce's epoll backend against Async on the same
+    # Ruby (3.3, 3.4), and the idle-connection target on every Ruby.
     def targets(contenders, summary)
       get = ->(id, c) { summary.find { |r| r["id"] == id }&.dig("cells", c) }
       out = []

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
-# Stall detection and turns under Async on IO::Event::Selector::Farce
-# (issues 16 and 18), in a child process per case with IO_EVENT_SELECTOR=Farce.
+# Stall detection and turns under Async on IO::Event::Selector::Farce,
+# in a child process per case with IO_EVENT_SELECTOR=Farce.
 # Needs Async (Debian sid's Ruby 3.3 in the chroot:
 # .ci/sid-run ruby -Ilib -Itest test/io_event/test_async_stall.rb).
 $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
