@@ -37,7 +37,8 @@ WINDOWS_MINITEST = {
     "test_dup2_over_a_registered_descriptor_follows_the_new_file" => WINDOWS_NO_UNIX_SOCKETS,
     "test_io_event_selector_on_a_number_closed_behind_its_io_and_reused" => WINDOWS_NO_UNIX_SOCKETS,
     "test_a_turn_inside_the_wait_hook_keeps_the_file_the_wait_was_asked_for" => WINDOWS_NO_UNIX_SOCKETS,
-    "test_a_turn_inside_a_write_hook_does_not_write_to_the_new_file" => WINDOWS_NO_UNIX_SOCKETS
+    "test_a_turn_inside_a_write_hook_does_not_write_to_the_new_file" => WINDOWS_NO_UNIX_SOCKETS,
+    "test_an_io_closed_while_the_ruby_loop_looks_at_it_raises_nothing_in_another_fiber" => WINDOWS_NO_UNIX_SOCKETS
   },
   "test_enumerator_next_in_a_fiber" => {
     "test_each_char_through_next_reads_a_socket_the_writer_closed" => WINDOWS_NO_UNIX_SOCKETS,
