@@ -1,7 +1,8 @@
 # frozen_string_literal: true
 
 # rake bench        full suite (~10-15 minutes; over an hour with FARCE_PEER_SUITES, whose contenders
-#                   and real Falcon add the most: 873 steps, about 4.3 s a step on two cores, then Falcon): regenerates bench/README.md and bench/plot.svg
+#                   and real Falcon add the most: 873 steps at about 4.3 s each on two cores, then
+#                   Falcon): regenerates bench/README.md and bench/plot.svg
 # rake bench:quick  ~2 minutes (BENCH_QUICK=1)
 # Knobs (see bench/runner.rb): BENCH_RUNS, BENCH_CONTENDERS, BENCH_ONLY, BENCH_NO_COMPILE=1, BENCH_PIN=0;
 # FARCE_PEER_SUITES=DIR (the peers' folder, as for rake test:peers) adds Async on io-event's native
