@@ -130,29 +130,50 @@ static VALUE positional_io(int writing, VALUE io, VALUE buffer, VALUE from_v, VA
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-/* Without the GVL (see the top of this file): no allocation, no exception,
- * no Ruby call beyond reading the buffer's and the IO's C structures. */
-static VALUE positional_without_gvl(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
+/* What a transfer made without the GVL may touch: the descriptor, and the
+ * buffer's bytes from offset to its end. */
+struct positional_range {
+    int fd;
+    char *start;   /* the buffer at offset */
+    size_t room;   /* from offset to the buffer's end */
+    size_t length; /* what the caller asked for */
+    off_t from;    /* the file position */
+};
+
+/* The checks both paths without the GVL make, on plain C structures only
+ * (see the top of this file): 0 with *r filled, or the -errno to answer. */
+static int positional_range_without_gvl(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v,
+                                        VALUE offset_v, struct positional_range *r)
 {
-    if (!FIXNUM_P(from_v) || !FIXNUM_P(length_v) || !FIXNUM_P(offset_v) || !RB_TYPE_P(io, T_FILE)) return INT2FIX(-EINVAL);
+    if (!FIXNUM_P(from_v) || !FIXNUM_P(length_v) || !FIXNUM_P(offset_v) || !RB_TYPE_P(io, T_FILE)) return -EINVAL;
     rb_io_t *fptr = RFILE(io)->fptr;
-    if (!fptr || fptr->fd < 0) return INT2FIX(-EBADF);
+    if (!fptr || fptr->fd < 0) return -EBADF;
     long from = FIX2LONG(from_v), length = FIX2LONG(length_v), offset = FIX2LONG(offset_v);
     void *base;
     size_t size;
     farce_buffer_bytes(buffer, !writing, &base, &size);
     if (from < 0 || offset < 0 || length < 0 || (size_t)offset > size || (size_t)length > size - (size_t)offset) {
-        return INT2FIX(-EINVAL);
+        return -EINVAL;
     }
+    *r = (struct positional_range){fptr->fd, (char *)base + offset, size - (size_t)offset, (size_t)length, (off_t)from};
+    return 0;
+}
+#pragma GCC diagnostic pop
+
+/* Without the GVL (see the top of this file): no allocation, no exception,
+ * no Ruby call beyond reading the buffer's and the IO's C structures. */
+static VALUE positional_without_gvl(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE length_v, VALUE offset_v)
+{
+    struct positional_range r;
+    int bad = positional_range_without_gvl(writing, io, buffer, from_v, length_v, offset_v, &r);
+    if (bad) return INT2FIX(bad);
     size_t total = 0;
-    for (;;) {
-        size_t room = size - (size_t)offset - total;
-        if (room == 0) break;
-        struct positional a = {fptr->fd, writing, (char *)base + offset + total, room, (off_t)from + (off_t)total, 0, 0};
+    while (total < r.room) {
+        struct positional a = {r.fd, writing, r.start + total, r.room - total, r.from + (off_t)total, 0, 0};
         positional_nogvl(&a);
         if (a.result > 0) {
             total += (size_t)a.result;
-            if (total >= (size_t)length) break;
+            if (total >= r.length) break;
             continue;
         }
         if (a.result == 0) break;
@@ -162,7 +183,6 @@ static VALUE positional_without_gvl(int writing, VALUE io, VALUE buffer, VALUE f
     }
     return LONG2FIX((long)total);
 }
-#pragma GCC diagnostic pop
 
 /* The scheduler's loop when its file steps are completion operations
  * (io_uring, on the loop's thread, in a fiber that can park), else NULL:
@@ -276,28 +296,18 @@ static VALUE positional_once(int writing, VALUE io, VALUE buffer, VALUE from_v, 
     return farce_buffer_held(buffer, positional_once_body, (VALUE)&o);
 }
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 /* positional_without_gvl's single transfer (see the top of this file). */
 static VALUE positional_once_without_gvl(int writing, VALUE io, VALUE buffer, VALUE from_v, VALUE offset_v, VALUE length_v)
 {
-    if (!FIXNUM_P(from_v) || !FIXNUM_P(length_v) || !FIXNUM_P(offset_v) || !RB_TYPE_P(io, T_FILE)) return INT2FIX(-EINVAL);
-    rb_io_t *fptr = RFILE(io)->fptr;
-    if (!fptr || fptr->fd < 0) return INT2FIX(-EBADF);
-    long from = FIX2LONG(from_v), length = FIX2LONG(length_v), offset = FIX2LONG(offset_v);
-    void *base;
-    size_t size;
-    farce_buffer_bytes(buffer, !writing, &base, &size);
-    if (from < 0 || offset < 0 || length < 0 || (size_t)offset > size || (size_t)length > size - (size_t)offset) {
-        return INT2FIX(-EINVAL);
-    }
-    if (length == 0) return INT2FIX(0);
-    struct positional a = {fptr->fd, writing, (char *)base + offset, (size_t)length, (off_t)from, 0, 0};
+    struct positional_range r;
+    int bad = positional_range_without_gvl(writing, io, buffer, from_v, length_v, offset_v, &r);
+    if (bad) return INT2FIX(bad);
+    if (r.length == 0) return INT2FIX(0);
+    struct positional a = {r.fd, writing, r.start, r.length, r.from, 0, 0};
     do positional_nogvl(&a);
     while (a.result < 0 && a.error == EINTR);
     return a.result >= 0 ? LONG2FIX((long)a.result) : INT2FIX(-a.error);
 }
-#pragma GCC diagnostic pop
 
 static ID id_offload_positional_once;
 
