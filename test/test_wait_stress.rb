@@ -101,15 +101,22 @@ class TestWaitStress < Minitest::Test
       300.times { |i| readers.module_eval("def blocking_read_\#{i}(io) io.read(1) end") }
       reader = Object.new.extend(readers)
       answers = []
+      read = 0
       Farce.run(backend: :#{backend}) do
         r, w = IO.pipe
         Fiber.schedule do
           3.times do |round|
             300.times do |i|
-              Fiber.schedule { reader.public_send(:"blocking_read_\#{i}", r) } # parks: the pipe is empty
+              Fiber.schedule do # parks: the pipe is empty
+                reader.public_send(:"blocking_read_\#{i}", r)
+                read += 1
+              end
               w.write("x")
             end
-            sleep 0.01 # the readers take their bytes
+            # until every reader has its byte, so that the pipe is empty:
+            # a fixed sleep was too short where a parked reader learns of
+            # its byte late (a Windows pipe is polled, in steps of up to 16 ms)
+            sleep 0.001 until read == 300 * (round + 1)
             answers << r.read_nonblock(10, exception: false)
             GC.compact if GC.respond_to?(:compact) && round == 1
           end
