@@ -56,8 +56,11 @@ class TestErrorEvents < Minitest::Test
         Fiber.schedule do
           sock.wait_readable(5)
           sock.recv_nonblock(10) rescue nil # the ICMP error
+          # a port of its own: the closed one may be taken by then (tests
+          # run in parallel in CI; one bind got EADDRINUSE there)
           peer = UDPSocket.new
-          peer.bind("127.0.0.1", port)
+          peer.bind("127.0.0.1", 0)
+          sock.connect("127.0.0.1", peer.addr[1])
           peer.connect("127.0.0.1", sock.addr[1])
           Fiber.schedule { sleep 0.2; peer.send("late", 0) }
           got = sock.recv(10)
