@@ -67,6 +67,65 @@ class TestRuby40Hooks < Minitest::Test
     assert_equal "stop", got.message
   end
 
+  # An interrupt queued while the fiber's wait had already finished (here a
+  # turn given inside io_wait, where an IO#close in another fiber finds it
+  # on Ruby 4.0) is raised at that wait. Queued until after the loop had
+  # resumed the fiber, it was raised into the next thing the fiber waited
+  # on: a `sleep` after the wait raised "stream closed in another thread".
+  def test_an_interrupt_is_raised_at_the_wait_it_was_queued_during
+    first = later = nil
+    Farce.run(backend: backend, turn_budget: 0.0005) do
+      r, w = IO.pipe
+      w.write("x")
+      waiter = Fiber.current
+      Fiber.schedule do
+        sleep 0 # ready: runs in the turn the wait below gives, ahead of the waiter
+        Fiber.scheduler.fiber_interrupt(waiter, RuntimeError.new("for the first wait"))
+      end
+      t = monotonic
+      nil while monotonic - t < 0.003 # past the turn budget, without a hook: the wait gives a turn first
+      first = begin
+        r.wait_readable(0.5) && :readable
+      rescue RuntimeError => e
+        e.message
+      end
+      later = begin
+        sleep 0.02
+        :slept
+      rescue RuntimeError => e
+        e.message
+      end
+      r.close
+      w.close
+    end
+    assert_equal ["for the first wait", :slept], [first, later]
+  end
+
+  # The same for a wait that finished by itself: sleep 0 is ready at the
+  # next iteration, and the Ruby loop resumed it there before it delivered
+  # the interrupt, which then went into the fiber's next sleep.
+  def test_an_interrupt_for_a_finished_sleep_is_raised_at_that_sleep
+    first = later = nil
+    farce do
+      target = Fiber.schedule do
+        first = begin
+          sleep 0
+          :slept
+        rescue RuntimeError => e
+          e.message
+        end
+        later = begin
+          sleep 0.02
+          :slept
+        rescue RuntimeError => e
+          e.message
+        end
+      end
+      Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("for the first wait"))
+    end
+    assert_equal ["for the first wait", :slept], [first, later]
+  end
+
   def test_yield_lets_every_other_fiber_run_first
     order = []
     # no turns: the order below needs the spawner to hold the loop between

@@ -83,9 +83,31 @@ static int can_park(VALUE owner)
     return !RTEST(rb_funcall(cFiber, id_blocking_p, 0));
 }
 
+/* The exception fiber_interrupt queued for fiber (a Fiber target), taken
+ * out of the queue; Qundef when none is. */
+static VALUE take_interrupt(farce_sched *s, VALUE fiber)
+{
+    for (long i = 0; i < RARRAY_LEN(s->interrupts); i++) {
+        VALUE pair = RARRAY_AREF(s->interrupts, i);
+        if (RARRAY_AREF(pair, 0) != fiber) continue;
+        rb_ary_delete_at(s->interrupts, i);
+        return RARRAY_AREF(pair, 1);
+    }
+    return Qundef;
+}
+
 /* Resumes the fibers whose waits finished; an alarm raises in its fiber.
  * A fiber's exception propagates with the batch cursor already past it.
- * Returns how many fibers it switched to. */
+ * Returns how many fibers it switched to.
+ *
+ * An interrupt queued for a fiber whose wait finished in the same
+ * iteration is raised here, at that wait, instead of resuming it: Ruby 4.0
+ * interrupts the blocking operation an IO#close found the fiber in, and the
+ * fiber leaves that operation as soon as it is resumed. Queued until
+ * deliver_interrupts, it was raised into whatever the fiber waited on
+ * next (a sleep after the read the close was for). A completion operation
+ * that was reaped has finished its transfer: it gets its result, and the
+ * interrupt, meant for an operation that is over, is dropped. */
 static long dispatch(farce_loop *l)
 {
     farce_sched *s = (farce_sched *)l;
@@ -109,8 +131,14 @@ static long dispatch(farce_loop *l)
             s->turn_fiber = Qnil;
             continue;
         }
-        VALUE arg = LONG2FIX((long)result);
-        rb_fiber_resume(w.fiber, 1, &arg);
+        VALUE interrupt = RARRAY_LEN(s->interrupts) ? take_interrupt(s, w.fiber) : Qundef;
+        if (interrupt != Qundef && w.kind != FARCE_WAIT_OP) {
+            rb_fiber_raise(w.fiber, 1, &interrupt);
+        } else {
+            VALUE arg = LONG2FIX((long)result);
+            rb_fiber_resume(w.fiber, 1, &arg);
+        }
+        RB_GC_GUARD(interrupt);
         s->turn_fiber = Qnil;
     }
     return switched;

@@ -63,13 +63,29 @@ module Farce
         finish(item)
         @completed += 1
         @wakeups.record(monotonic - item.ready_at) if item.ready_at && @wakeups_kept
+        # an interrupt queued for this fiber is raised at this wait (see take_interrupt)
+        interrupt = @interrupts.empty? ? nil : take_interrupt(item.fiber)
         begin_turn(item.fiber)
         begin
-          in_turn(item.fiber) { item.fiber.resume(value) } if item.fiber.alive?
+          if item.fiber.alive?
+            in_turn(item.fiber) { interrupt ? item.fiber.raise(*interrupt) : item.fiber.resume(value) }
+          end
         ensure
           end_turn
         end
       end
+    end
+
+    # The exception fiber_interrupt queued for fiber (a Fiber target), taken
+    # out of the queue, in an array; nil when none is. Raised at the wait
+    # that just finished, instead of resuming it: Ruby 4.0 interrupts the
+    # blocking operation an IO#close found the fiber in, and the fiber
+    # leaves that operation as soon as it is resumed. Left queued for
+    # deliver_interrupts, it was raised into whatever the fiber waited on
+    # next (a sleep after the read the close was for).
+    def take_interrupt(fiber)
+      index = @interrupts.index { |target, _| target.equal?(fiber) }
+      index && [@interrupts.delete_at(index)[1]]
     end
 
     def drain_inbox
