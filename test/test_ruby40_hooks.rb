@@ -84,17 +84,8 @@ class TestRuby40Hooks < Minitest::Test
       end
       t = monotonic
       nil while monotonic - t < 0.003 # past the turn budget, without a hook: the wait gives a turn first
-      first = begin
-        r.wait_readable(0.5) && :readable
-      rescue RuntimeError => e
-        e.message
-      end
-      later = begin
-        sleep 0.02
-        :slept
-      rescue RuntimeError => e
-        e.message
-      end
+      first = outcome { r.wait_readable(0.5) && :readable }
+      later = outcome { sleep(0.02) && :slept }
       r.close
       w.close
     end
@@ -108,22 +99,19 @@ class TestRuby40Hooks < Minitest::Test
     first = later = nil
     farce do
       target = Fiber.schedule do
-        first = begin
-          sleep 0
-          :slept
-        rescue RuntimeError => e
-          e.message
-        end
-        later = begin
-          sleep 0.02
-          :slept
-        rescue RuntimeError => e
-          e.message
-        end
+        first = outcome { sleep(0) && :slept }
+        later = outcome { sleep(0.02) && :slept }
       end
       Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("for the first wait"))
     end
     assert_equal ["for the first wait", :slept], [first, later]
+  end
+
+  # What the block returns, or the message of the RuntimeError raised into it.
+  def outcome
+    yield
+  rescue RuntimeError => e
+    e.message
   end
 
   def test_yield_lets_every_other_fiber_run_first
