@@ -107,6 +107,37 @@ class TestRuby40Hooks < Minitest::Test
     assert_equal ["for the first wait", :slept], [first, later]
   end
 
+  # Two interrupts queued while a fiber is parked in one wait (an
+  # application's own fiber_interrupt beside an IO#close's, say): the first
+  # ends the wait, and the second, for the same wait, must not be raised
+  # into the next one. The first test has the fiber parked in a sleep that is not
+  # over; the second in one that finished in the same iteration.
+  def test_a_second_interrupt_for_the_same_wait_is_dropped
+    first = later = nil
+    farce do
+      target = Fiber.schedule do
+        first = outcome { sleep(5) && :slept }
+        later = outcome { sleep(0.02) && :slept }
+      end
+      Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("one"))
+      Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("two"))
+    end
+    assert_equal ["one", :slept], [first, later]
+  end
+
+  def test_a_second_interrupt_for_a_finished_wait_is_dropped
+    first = later = nil
+    farce do
+      target = Fiber.schedule do
+        first = outcome { sleep(0) && :slept }
+        later = outcome { sleep(0.02) && :slept }
+      end
+      Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("one"))
+      Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("two"))
+    end
+    assert_equal ["one", :slept], [first, later]
+  end
+
   # What the block returns, or the message of the RuntimeError raised into it.
   def outcome
     yield

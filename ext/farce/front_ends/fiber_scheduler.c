@@ -83,17 +83,26 @@ static int can_park(VALUE owner)
     return !RTEST(rb_funcall(cFiber, id_blocking_p, 0));
 }
 
-/* The exception fiber_interrupt queued for fiber (a Fiber target), taken
- * out of the queue; Qundef when none is. */
+/* The oldest exception fiber_interrupt queued for fiber (a Fiber target);
+ * Qundef when none is. Every interrupt queued for it is taken out of the
+ * queue: they were all queued while it was parked in the wait it leaves
+ * now, each to end that blocking operation, and the first one ends it.
+ * Left queued, the others were raised into the fiber's next waits. Ruby
+ * 4.1 says the same with its operation stand-ins: an interrupt whose
+ * operation is over answers alive? false and is left alone. */
 static VALUE take_interrupt(farce_sched *s, VALUE fiber)
 {
-    for (long i = 0; i < RARRAY_LEN(s->interrupts); i++) {
+    VALUE first = Qundef;
+    for (long i = 0; i < RARRAY_LEN(s->interrupts);) {
         VALUE pair = RARRAY_AREF(s->interrupts, i);
-        if (RARRAY_AREF(pair, 0) != fiber) continue;
+        if (RARRAY_AREF(pair, 0) != fiber) {
+            i++;
+            continue;
+        }
+        if (first == Qundef) first = RARRAY_AREF(pair, 1);
         rb_ary_delete_at(s->interrupts, i);
-        return RARRAY_AREF(pair, 1);
     }
-    return Qundef;
+    return first;
 }
 
 /* Resumes the fibers whose waits finished; an alarm raises in its fiber.
@@ -261,13 +270,21 @@ static ID id_alive_p, id_raise, id_transfer;
 static void deliver_interrupts(farce_sched *s)
 {
     while (RARRAY_LEN(s->interrupts) > 0) {
-        VALUE pair = rb_ary_shift(s->interrupts);
+        VALUE pair = RARRAY_AREF(s->interrupts, 0);
         VALUE fiber = RARRAY_AREF(pair, 0), exception = RARRAY_AREF(pair, 1);
         if (!rb_obj_is_fiber(fiber)) {
+            rb_ary_shift(s->interrupts);
             /* Ruby 4.1's operation target: it raises into its own fiber */
             if (RTEST(rb_funcall(fiber, id_alive_p, 0))) rb_funcall(fiber, id_raise, 1, exception);
         } else {
-            if (!fiber_parked(s, fiber) || !RTEST(rb_fiber_alive_p(fiber))) continue;
+            if (!fiber_parked(s, fiber) || !RTEST(rb_fiber_alive_p(fiber))) {
+                rb_ary_shift(s->interrupts);
+                continue;
+            }
+            /* with the others queued for the same wait (take_interrupt):
+             * the fiber may park again inside the raise, and they are not
+             * for that wait */
+            exception = take_interrupt(s, fiber);
             s->turn_fiber = fiber;
             rb_fiber_raise(fiber, 1, &exception);
             s->turn_fiber = Qnil;

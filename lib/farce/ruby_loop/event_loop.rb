@@ -76,16 +76,26 @@ module Farce
       end
     end
 
-    # The exception fiber_interrupt queued for fiber (a Fiber target), taken
-    # out of the queue, in an array; nil when none is. Raised at the wait
-    # that just finished, instead of resuming it: Ruby 4.0 interrupts the
-    # blocking operation an IO#close found the fiber in, and the fiber
-    # leaves that operation as soon as it is resumed. Left queued for
-    # deliver_interrupts, it was raised into whatever the fiber waited on
-    # next (a sleep after the read the close was for).
+    # The oldest exception fiber_interrupt queued for fiber (a Fiber
+    # target), in an array; nil when none is. Raised at the wait that just
+    # finished, instead of resuming it: Ruby 4.0 interrupts the blocking
+    # operation an IO#close found the fiber in, and the fiber leaves that
+    # operation as soon as it is resumed. Left queued for deliver_interrupts,
+    # it was raised into whatever the fiber waited on next (a sleep after the
+    # read the close was for). Every interrupt queued for the fiber is taken
+    # out: all were queued during the wait it leaves now, each to end that
+    # blocking operation, and the first one ends it (Ruby 4.1's operation
+    # stand-ins say the same: one whose operation is over is left alone).
+    #
+    # Removed by index, last first, in place: another thread's fiber_interrupt
+    # only appends, so the indexes found stay right.
     def take_interrupt(fiber)
-      index = @interrupts.index { |target, _| target.equal?(fiber) }
-      index && [@interrupts.delete_at(index)[1]]
+      mine = @interrupts.each_index.select { |i| @interrupts[i][0].equal?(fiber) }
+      return nil if mine.empty?
+
+      first = @interrupts[mine.first][1]
+      mine.reverse_each { |i| @interrupts.delete_at(i) }
+      [first]
     end
 
     def drain_inbox
@@ -105,9 +115,15 @@ module Farce
     # so parked (the loop runs), and the target raises into it itself.
     def deliver_interrupts
       until @interrupts.empty?
-        fiber, exception = @interrupts.shift
-        next unless (!fiber.is_a?(Fiber) || @waits.key?(fiber)) && fiber.alive?
+        fiber, exception = @interrupts.first
+        unless (!fiber.is_a?(Fiber) || @waits.key?(fiber)) && fiber.alive?
+          @interrupts.shift
+          next
+        end
 
+        # a Fiber's: with the others queued for the same wait, which are not
+        # for the wait it may park in inside the raise (take_interrupt)
+        fiber.is_a?(Fiber) ? take_interrupt(fiber) : @interrupts.shift
         in_turn(fiber) { fiber.raise(exception) }
         return unless @open
       end
