@@ -537,7 +537,7 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
     int op_next = 0;
     int may_wait = length > 0 ? 1 : -1; /* -1: length 0, not asked yet (see the top of this file) */
 #ifdef _WIN32
-    int64_t write_step = 1000000; /* a pipe write's next poll, in ns (below) */
+    int64_t write_step = FARCE_WIN32_FIRST_POLL_NS; /* a pipe write's next poll (below) */
 #endif
 #define MAY_WAIT() (may_wait >= 0 ? may_wait : (may_wait = !nonblocking_call()))
     for (;;) {
@@ -577,16 +577,15 @@ static VALUE transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length_v, siz
                 ssize_t n = farce_win32_pipe_write_nowait(fd, at, room);
                 if (n > 0) {
                     total += (size_t)n;
-                    write_step = 1000000;
+                    write_step = FARCE_WIN32_FIRST_POLL_NS;
                     if (total >= length) return SIZET2NUM(total);
                     continue;
                 }
                 if (n == -EAGAIN) {
                     if (!MAY_WAIT()) return total ? SIZET2NUM(total) : INT2NUM(-EAGAIN); /* write_nonblock */
                     if (farce_loop_can_park(l)) {
-                        /* steps of 1 ms doubling to 16, as farce_win32_wait_stream's */
                         farce_loop_park_polled(l, fd, write_step);
-                        if (write_step < 10000000) write_step *= 2;
+                        write_step = farce_win32_next_poll_ns(write_step);
                         continue;
                     }
                     /* the thread waits, as a blocking fiber's does */

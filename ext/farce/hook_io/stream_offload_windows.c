@@ -78,7 +78,7 @@ ssize_t farce_win32_pipe_write_nowait(int fd, const void *at, size_t room)
 int64_t farce_win32_wait_stream(farce_loop *l, VALUE io, int fd, int events, int64_t timeout_ns)
 {
     int64_t deadline = timeout_ns >= 0 ? farce_monotonic_ns() + timeout_ns : -1;
-    int64_t step = 1000000; /* 1 ms, doubling to 16 */
+    int64_t step = FARCE_WIN32_FIRST_POLL_NS;
     for (;;) {
         if (farce_io_fd_or_closed(io) != fd) rb_raise(rb_eIOError, "closed stream");
         int got = farce_win32_stream_ready(fd, events);
@@ -88,7 +88,7 @@ int64_t farce_win32_wait_stream(farce_loop *l, VALUE io, int fd, int events, int
         int64_t left = deadline >= 0 ? deadline - now : step;
         if (farce_loop_park_polled(l, fd, left < step ? left : step) == FARCE_RESUMED_ELSEWHERE)
             return FARCE_RESUMED_ELSEWHERE;
-        if (step < 10000000) step *= 2;
+        step = farce_win32_next_poll_ns(step);
     }
 }
 

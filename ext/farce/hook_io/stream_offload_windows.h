@@ -36,10 +36,19 @@ size_t farce_win32_pipe_room(int fd, size_t room);
  * its wait mode cannot be changed (the caller then writes as before). */
 ssize_t farce_win32_pipe_write_nowait(int fd, const void *at, size_t room);
 
+/* A pipe is polled in steps that start at 1 ms and double up to 16 ms:
+ * short enough that a pipe answered at once is seen at once, long enough
+ * that a pipe that stays empty costs a few wakeups a second (Ruby's own
+ * select polls pipes on Windows the same way). */
+#define FARCE_WIN32_FIRST_POLL_NS 1000000LL
+static inline int64_t farce_win32_next_poll_ns(int64_t step)
+{
+    return step < 10000000LL ? step * 2 : step;
+}
+
 /* A wait for events on a descriptor that is not a socket, for both front
  * ends' io_wait and for reads that must wait: no kernel wait exists for it,
- * so the fiber parks in short steps (1 ms, doubling up to 16 ms; Ruby's own
- * select polls pipes on Windows the same way) until farce_win32_stream_ready
+ * so the fiber parks in the poll steps above until farce_win32_stream_ready
  * says yes or timeout_ns (< 0: none) passes. Each step is a timer of the
  * loop (farce_loop_park_polled), so other fibers run meanwhile and an
  * exception or io_close reaches the waiting fiber at once. Returns the
