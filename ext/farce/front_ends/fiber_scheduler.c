@@ -87,7 +87,7 @@ static int can_park(VALUE owner)
  * Qundef when none is. Every interrupt queued for it is taken out of the
  * queue: they were all queued while it was parked in the wait it leaves
  * now, each to end that blocking operation, and the first one ends it.
- * Left queued, the others were raised into the fiber's next waits. Ruby
+ * Left queued, the others would be raised into its next waits. Ruby
  * 4.1 says the same with its operation stand-ins: an interrupt whose
  * operation is over answers alive? false and is left alone. */
 static VALUE take_interrupt(farce_sched *s, VALUE fiber)
