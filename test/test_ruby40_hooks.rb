@@ -96,15 +96,7 @@ class TestRuby40Hooks < Minitest::Test
   # next iteration, and the Ruby loop resumed it there before it delivered
   # the interrupt, which then went into the fiber's next sleep.
   def test_an_interrupt_for_a_finished_sleep_is_raised_at_that_sleep
-    first = later = nil
-    farce do
-      target = Fiber.schedule do
-        first = outcome { sleep(0) && :slept }
-        later = outcome { sleep(0.02) && :slept }
-      end
-      Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("for the first wait"))
-    end
-    assert_equal ["for the first wait", :slept], [first, later]
+    assert_equal ["for the first wait", :slept], sleeps_interrupted_by(0, "for the first wait")
   end
 
   # Two interrupts queued while a fiber is parked in one wait (an
@@ -113,29 +105,26 @@ class TestRuby40Hooks < Minitest::Test
   # into the next one. The first test has the fiber parked in a sleep that is not
   # over; the second in one that finished in the same iteration.
   def test_a_second_interrupt_for_the_same_wait_is_dropped
-    first = later = nil
-    farce do
-      target = Fiber.schedule do
-        first = outcome { sleep(5) && :slept }
-        later = outcome { sleep(0.02) && :slept }
-      end
-      Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("one"))
-      Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("two"))
-    end
-    assert_equal ["one", :slept], [first, later]
+    assert_equal ["one", :slept], sleeps_interrupted_by(5, "one", "two")
   end
 
   def test_a_second_interrupt_for_a_finished_wait_is_dropped
+    assert_equal ["one", :slept], sleeps_interrupted_by(0, "one", "two")
+  end
+
+  # A fiber sleeps first_sleep, then 0.02 s; the interrupts (RuntimeErrors
+  # with these messages) are queued for it right after it first parks.
+  # Returns the outcome of each of its two sleeps.
+  def sleeps_interrupted_by(first_sleep, *messages)
     first = later = nil
     farce do
       target = Fiber.schedule do
-        first = outcome { sleep(0) && :slept }
+        first = outcome { sleep(first_sleep) && :slept }
         later = outcome { sleep(0.02) && :slept }
       end
-      Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("one"))
-      Fiber.scheduler.fiber_interrupt(target, RuntimeError.new("two"))
+      messages.each { |m| Fiber.scheduler.fiber_interrupt(target, RuntimeError.new(m)) }
     end
-    assert_equal ["one", :slept], [first, later]
+    [first, later]
   end
 
   # What the block returns, or the message of the RuntimeError raised into it.
