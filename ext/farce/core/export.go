@@ -286,6 +286,23 @@ func farce_poll(h C.int64_t, blockNS C.int64_t, out *C.farce_completion, capacit
 	return poll(h, blockNS, out, capacity, nil)
 }
 
+// farce_tick moves the scheduler tick of the calling thread's goroutine
+// (sched_tick.go) when schedTickEvery has passed since it last moved. The
+// loop calls it between fibers when it has not polled for that long: with
+// many fibers ready a loop iteration runs Ruby for tens of milliseconds, and
+// a poll alone would leave sysmon to take the P each iteration (it did,
+// at 1,000 connections: docs/benchmarks.md, "Cost against connections").
+//
+//export farce_tick
+func farce_tick(h C.int64_t) C.int64_t {
+	c := lookup(h)
+	if c == nil {
+		return -C.FARCE_E_HANDLE
+	}
+	c.tick.refresh()
+	return 0
+}
+
 // farce_poll_noting is farce_poll that first takes when the fibers of the
 // previous batch resumed (resumed[k] for its k-th completion, CLOCK_MONOTONIC
 // ns, 0 for one not resumed; nresumed of them) for the wake-up latency

@@ -13,7 +13,7 @@
 
 /* What farce_core_abi returns; the extension refuses a core that says
  * otherwise. 2: every function below is required (ext/farce/core_door.c). */
-#define FARCE_CORE_ABI 3
+#define FARCE_CORE_ABI 4
 
 typedef struct farce_completion {
     uint64_t token;  /* slot in the low 32 bits, generation in the high 32 */

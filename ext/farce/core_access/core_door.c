@@ -49,6 +49,7 @@ struct farce_core_api {
     int64_t (*submit_op)(int64_t h, int kind, int fd, uint64_t ptr, uint64_t len, int64_t offset, uint64_t *token);
     int64_t (*cancel_op)(int64_t h, uint64_t token);
     int64_t (*drain_ops)(int64_t h, int64_t timeout_ns);
+    int64_t (*tick)(int64_t h);
 };
 
 struct farce_core_copy {
@@ -140,6 +141,7 @@ CORE_RECORD_1(ops_supported, int64_t)
 CORE_RECORD_7(submit_op, int64_t, int, int, uint64_t, uint64_t, int64_t, uint64_t *)
 CORE_RECORD_2(cancel_op, int64_t, uint64_t)
 CORE_RECORD_2(drain_ops, int64_t, int64_t)
+CORE_RECORD_1(tick, int64_t)
 CORE_RECORD_1(wake_number, int)
 /* farce_last_error returns nothing: its record has a result no one reads. */
 struct last_error_call { void (*fn)(int64_t, char *, int); int64_t a1; char *a2; int a3; int64_t r; };
@@ -194,6 +196,7 @@ farce_core_copy *farce_core_resolve(void *dl, const char **missing)
     RESOLVE(submit_op, "farce_submit_op");
     RESOLVE(cancel_op, "farce_cancel_op");
     RESOLVE(drain_ops, "farce_drain_ops");
+    RESOLVE(tick, "farce_tick");
 #ifdef _WIN32
     /* One DLL per process (no fork): its wake entry point is the process's. */
     *(void **)&wake_number = dlsym(dl, "farce_wake_number");
@@ -260,7 +263,7 @@ static const farce_core_copy no_core = {{
     .yield_last = none_yield, .cancel = none_token, .forget_fd = none_fd, .set_fd_file = none_fd_file,
     .bind_waits = none_bind,
     .poll = none_poll, .poll_batch = none_poll_batch, .ops_supported = none_h, .submit_op = none_submit,
-    .cancel_op = none_token, .drain_ops = none_drain,
+    .cancel_op = none_token, .drain_ops = none_drain, .tick = none_h,
 }};
 
 const farce_core_copy *farce_core_none(void) { return &no_core; }
@@ -406,6 +409,12 @@ int64_t farce_core_poll_blocking(const farce_core_copy *c, int64_t h, int64_t bl
     struct blocking_poll a = {c, h, block_ns, out, capacity, 0};
     rb_nogvl(poll_body, &a, farce_write_wake, wake_fd, RB_NOGVL_UBF_ASYNC_SAFE);
     return a.result;
+}
+
+int64_t farce_core_tick(const farce_core_copy *c, int64_t h)
+{
+    if (ruby_stack_check()) return 0; /* only an optimisation: skipped where the stack is short */
+    return FARCE_CORE_CALL(c, tick, h);
 }
 
 int farce_core_ops_supported(const farce_core_copy *c, int64_t h) { return FARCE_CORE_CALL(c, ops_supported, h) == 1; }

@@ -135,6 +135,10 @@ int64_t farce_core_poll_blocking(const farce_core_copy *c, int64_t h, int64_t bl
 
 /* ---- completion operations (io_uring) ----------------------------------------- */
 
+/* farce_tick: keeps Go's sysmon from taking the thread's P while the loop
+ * runs Ruby for long between polls (core/sched_tick.go). Never raises: with
+ * too little stack left it does nothing. */
+int64_t farce_core_tick(const farce_core_copy *c, int64_t h);
 /* farce_ops_supported: 1 when the handle's driver performs them. No check
  * (called right after farce_core_new). */
 int farce_core_ops_supported(const farce_core_copy *c, int64_t h);

@@ -243,6 +243,21 @@ size_t farce_loop_memsize(const farce_loop *l)
            (size_t)l->queued_ops_cap * sizeof(farce_queued_op);
 }
 
+/* ---- Go's scheduler tick ----------------------------------------------------- */
+
+/* A poll moves the tick too (the core does it itself), but between two polls
+ * a loop with a thousand fibers ready runs Ruby for tens of milliseconds;
+ * without this, sysmon took the P each iteration and then polled every
+ * 20 us for a millisecond, a cost that grew with the connections served
+ * (docs/benchmarks.md, "Cost against connections"). */
+void farce_loop_tick_core(farce_loop *l, int64_t now)
+{
+    l->core_ticked_ns = now;
+    if (!l->handle || farce_loop_inert(l)) return;
+    farce_core_tick(l->core, l->handle);
+    l->core_ticks++;
+}
+
 /* ---- the loop ------------------------------------------------------------------- */
 
 /* Ruby before 4.0 tells a scheduler nothing when an IO is closed: every
@@ -566,6 +581,7 @@ VALUE farce_loop_stats(farce_loop *l)
     rb_hash_aset(h, ID2SYM(rb_intern("system_calls")), LL2NUM(v[FARCE_STAT_KERNEL_CALLS] + l->transfer_calls));
     rb_hash_aset(h, ID2SYM(rb_intern("turn_budget")), l->turns.budget_ns > 0 ? DBL2NUM(l->turns.budget_ns / 1e9) : Qnil);
     rb_hash_aset(h, ID2SYM(rb_intern("turns_given")), LONG2NUM(l->turns.given));
+    rb_hash_aset(h, ID2SYM(rb_intern("core_ticks")), LONG2NUM(l->core_ticks));
     rb_hash_aset(h, ID2SYM(rb_intern("stall_threshold")), l->stall.threshold_ns > 0 ? DBL2NUM(l->stall.threshold_ns / 1e9) : Qnil);
     rb_hash_aset(h, ID2SYM(rb_intern("stalls")), LONG2NUM(l->stall.reports));
     double total = (double)(farce_monotonic_ns() - l->created_ns) / 1e9, idle = (double)l->idle_ns / 1e9;

@@ -143,6 +143,10 @@ struct farce_loop {
      * dispatches right after the poll, so it is still now, one clock
      * reading fewer per poll. 0: read the clock. */
     int64_t polled_at;
+    /* When the loop last asked the core to move its scheduler tick
+     * (farce_loop_turn_begins_at): every FARCE_CORE_TICK_NS of turns. */
+    int64_t core_ticked_ns;
+    long core_ticks; /* of those calls (stats) */
 
     /* Tokens the core reserved for descriptor waits (farce_poll_batch): a
      * fiber parks on one at once, and the next poll starts its wait
@@ -295,8 +299,14 @@ void farce_loop_report_stall(farce_loop *l);
 void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns);
 /* The loop is about to switch to a fiber it took from its ready work: a new
  * turn starts at now (and is published for the stall watchdog). */
+/* How often the turns that begin between two polls call into the core so
+ * that Go's sysmon sees the thread's goroutine pass through Go's scheduler
+ * (core/sched_tick.go): well under the 10 ms after which sysmon takes the P. */
+#define FARCE_CORE_TICK_NS 4000000LL
+void farce_loop_tick_core(farce_loop *l, int64_t now);
 static inline int64_t farce_loop_turn_begins_at(farce_loop *l, int64_t now)
 {
+    if (RB_UNLIKELY(now - l->core_ticked_ns >= FARCE_CORE_TICK_NS)) farce_loop_tick_core(l, now);
     farce_turns_begin(&l->turns, now);
     farce_turn_state *ts = l->stall.turns;
     if (ts) {
