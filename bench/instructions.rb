@@ -166,5 +166,6 @@ end
 
 if $PROGRAM_NAME == __FILE__
   abort "usage: ruby bench/instructions.rb CONTENDER pp|ppsock|http64|http1000 [SMALL LARGE]" if ARGV.size < 2
-  Bench::Instructions.new(*ARGV.first(4)).main
+  contender, workload, small, large = ARGV
+  Bench::Instructions.new(contender, workload, small, large).main
 end
