@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require "tempfile"
+require "io/nonblock"
 
 class TestIO < Minitest::Test
   def test_pipe_ping_pong
@@ -181,6 +182,56 @@ class TestIO < Minitest::Test
       assert_equal "y", woken
       assert_equal fd, r2.fileno if r2.fileno == fd
     end
+  end
+
+  # O_NONBLOCK belongs to the open file, which other processes share: a
+  # pipeline's pipe inherited as $stdout, a terminal. A program that read or
+  # wrote there through the scheduler must leave it as it found it, or the
+  # next process of the pipeline to write gets EAGAIN (`app | head`: "head:
+  # error writing 'standard output': Resource temporarily unavailable"). The
+  # Ruby loop used to leave it set. A flag the program set stays set.
+  def test_transfers_leave_the_descriptors_nonblocking_flag_as_they_found_it
+    data = Random.new(2).bytes(300_000) # more than a pipe holds: the writer waits for room, the reader for bytes
+    [false, true].product([:pipe, :socketpair]).each do |nonblocking, kind|
+      r, w = kind == :pipe ? IO.pipe : UNIXSocket.pair
+      r.nonblock = w.nonblock = nonblocking
+      received = writer_flag = nil
+      farce do
+        Fiber.schedule { received = r.binmode.read }
+        Fiber.schedule do
+          10.times { |i| w.write("line #{i}\n") }
+          w.write(data)
+          writer_flag = w.nonblock?
+          w.close
+        end
+      end
+      assert_equal 10.times.map { |i| "line #{i}\n" }.join.b + data, received
+      assert_equal [nonblocking] * 2, [r.nonblock?, writer_flag], "#{kind}: O_NONBLOCK of the read and write ends (was #{nonblocking})"
+    ensure
+      r&.close
+      w&.close
+    end
+  end
+
+  # The report's reproduction: $stdout is a blocking pipe, as a shell hands
+  # it to the first process of a pipeline.
+  def test_writing_to_stdout_leaves_a_blocking_pipe_blocking
+    out, status = ruby_subprocess(<<~RUBY)
+      require "farce"
+      require "io/nonblock"
+      r, w = IO.pipe
+      w.nonblock = false
+      saved = $stdout.dup
+      $stdout.reopen(w)
+      Farce.run(backend: :#{backend}) { Fiber.schedule { 10.times { |i| $stdout.write("line \#{i}\\n") } } }
+      $stdout.flush
+      $stdout.reopen(saved)
+      nonblocking = w.nonblock?
+      w.close
+      puts "lines=\#{r.read.lines.size} nonblocking=\#{nonblocking}"
+    RUBY
+    assert status.success?, out
+    assert_equal "lines=10 nonblocking=false\n", out
   end
 
   def test_io_wait_on_closed_io_raises

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "fcntl"
+require "io/nonblock"
 require_relative "ruby_loop/timers"
 require_relative "ruby_loop/latency"
 require_relative "ruby_loop/stats"
