@@ -94,6 +94,41 @@ class TestIO < Minitest::Test
     end
   end
 
+  # A zero timeout asks "is there anything now?", which keep-alive pools and
+  # protocol libraries ask to know whether a connection is clean. After one
+  # that found the IO empty, the native loop answered nil to the next ones
+  # until it polled again, bytes or not (IO.select said ready meanwhile).
+  # The socket's bytes come from another thread, which the fiber lets run
+  # without giving the loop a turn (Thread.pass asks no hook).
+  def test_a_zero_timeout_wait_answers_for_this_instant
+    farce do
+      r, w = IO.pipe
+      assert_nil r.wait_readable(0)
+      w.write("1")
+      assert_equal r, r.wait_readable(0), "bytes written since the last zero-timeout wait"
+      assert_equal [[r], [], []], IO.select([r], nil, nil, 0)
+      assert_equal "1", r.read(1)
+      assert_nil r.wait_readable(0), "read since: empty again"
+      w.write("2")
+      sleep 0 # the loop polls: it sees the bytes come
+      assert_equal "2", r.read(1)
+      assert_nil r.wait_readable(0), "read since the loop saw them come"
+
+      server = TCPServer.new("127.0.0.1", 0)
+      a = TCPSocket.new("127.0.0.1", server.addr[1])
+      b = server.accept
+      assert_nil a.wait_readable(0)
+      writer = Thread.new { b.write("3") }
+      Thread.pass while writer.alive?
+      # (the bytes are in a's queue when write returns on a loopback connection)
+      assert_equal a, a.wait_readable(0), "bytes another thread sent since the last zero-timeout wait"
+      assert_equal "3", a.read(1)
+      assert_nil a.wait_readable(0)
+    ensure
+      [r, w, a, b, server].each { |io| io&.close }
+    end
+  end
+
   def test_io_wait_is_level_triggered
     # Data left behind after a partial read must still make the IO ready.
     farce do
