@@ -116,6 +116,7 @@ module Farce
       @turn_seq = 0
       @turn_active = false
       @stall_threshold = nil
+      @stall_fiber = @stall_fiber_seq = nil # see stall_crossed
       @stalls = 0
       @idle = 0.0
       @wakeups = LatencyHistogram.new

@@ -288,13 +288,16 @@ module Farce
     end
 
     # Runs the block (a resume of fiber by the loop or Fiber.schedule) as
-    # fiber's turn: see parkable?.
+    # fiber's turn: see parkable?. With stall detection on, notes whether the
+    # turn passed the threshold while fiber ran (stall_crossed).
     def in_turn(fiber)
       previous = @turn_owner
       @turn_owner = fiber
+      entered = monotonic if @stall_threshold && @turn_active
       yield
     ensure
       @turn_owner = previous
+      stall_crossed(fiber, entered) if entered
     end
 
     # Whether the current fiber can park: it yields, which returns to whoever
