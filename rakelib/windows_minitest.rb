@@ -19,6 +19,8 @@ WINDOWS_POSIX_SIGNALS = "POSIX signals (SIGUSR1): Windows has none"
 WINDOWS_LINUX_BACKENDS = "names the epoll, poll or io_uring backend: a Windows farce has IOCP alone"
 WINDOWS_FORK = "fork: Windows has none"
 WINDOWS_IO_URING = "io_uring: Linux only"
+WINDOWS_NO_FLAGS = "reads O_NONBLOCK (IO#nonblock?): Windows has no F_GETFL, and a pipe's non-blocking mode " \
+                   "belongs to its handle"
 # On Windows a pipe has no kernel wait: a fiber waiting for one sleeps in
 # short steps (the stats count a timer, and the driver is never asked).
 WINDOWS_PIPE_STATS = "counts the native core's waits or calls for a pipe: on Windows a pipe wait is polled on " \
@@ -61,7 +63,9 @@ WINDOWS_MINITEST = {
   "test_interrupt_targets" => {},
   "test_interrupts" => {},
   "test_io" => { "test_unix_socketpair" => WINDOWS_NO_UNIX_SOCKETS,
-                 "test_several_fibers_wait_on_one_descriptor_for_different_events" => WINDOWS_NO_UNIX_SOCKETS },
+                 "test_several_fibers_wait_on_one_descriptor_for_different_events" => WINDOWS_NO_UNIX_SOCKETS,
+                 "test_transfers_leave_the_descriptors_nonblocking_flag_as_they_found_it" => WINDOWS_NO_FLAGS,
+                 "test_writing_to_stdout_leaves_a_blocking_pipe_blocking" => WINDOWS_NO_FLAGS },
   "test_io_buffer_warning" => {},
   "test_io_lifetimes" => { "test_dropped_ios_are_finalized" => WINDOWS_NO_UNIX_SOCKETS },
   "test_io_select" => { "test_sockets_with_mixed_readiness" => WINDOWS_NO_UNIX_SOCKETS },

@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require "tempfile"
+require "io/nonblock"
 
 class TestIO < Minitest::Test
   def test_pipe_ping_pong
@@ -93,6 +94,41 @@ class TestIO < Minitest::Test
     end
   end
 
+  # A zero timeout asks "is there anything now?", which keep-alive pools and
+  # protocol libraries ask to know whether a connection is clean. After one
+  # that found the IO empty, the native loop answered nil to the next ones
+  # until it polled again, bytes or not (IO.select said ready meanwhile).
+  # The socket's bytes come from another thread, which the fiber lets run
+  # without giving the loop a turn (Thread.pass asks no hook).
+  def test_a_zero_timeout_wait_answers_for_this_instant
+    farce do
+      r, w = IO.pipe
+      assert_nil r.wait_readable(0)
+      w.write("1")
+      assert_equal r, r.wait_readable(0), "bytes written since the last zero-timeout wait"
+      assert_equal [[r], [], []], IO.select([r], nil, nil, 0)
+      assert_equal "1", r.read(1)
+      assert_nil r.wait_readable(0), "read since: empty again"
+      w.write("2")
+      sleep 0 # the loop polls: it sees the bytes come
+      assert_equal "2", r.read(1)
+      assert_nil r.wait_readable(0), "read since the loop saw them come"
+
+      server = TCPServer.new("127.0.0.1", 0)
+      a = TCPSocket.new("127.0.0.1", server.addr[1])
+      b = server.accept
+      assert_nil a.wait_readable(0)
+      writer = Thread.new { b.write("3") }
+      Thread.pass while writer.alive?
+      # (the bytes are in a's queue when write returns on a loopback connection)
+      assert_equal a, a.wait_readable(0), "bytes another thread sent since the last zero-timeout wait"
+      assert_equal "3", a.read(1)
+      assert_nil a.wait_readable(0)
+    ensure
+      [r, w, a, b, server].each { |io| io&.close }
+    end
+  end
+
   def test_io_wait_is_level_triggered
     # Data left behind after a partial read must still make the IO ready.
     farce do
@@ -181,6 +217,56 @@ class TestIO < Minitest::Test
       assert_equal "y", woken
       assert_equal fd, r2.fileno if r2.fileno == fd
     end
+  end
+
+  # O_NONBLOCK belongs to the open file, which other processes share: a
+  # pipeline's pipe inherited as $stdout, a terminal. A program that read or
+  # wrote there through the scheduler must leave it as it found it, or the
+  # next process of the pipeline to write gets EAGAIN (`app | head`: "head:
+  # error writing 'standard output': Resource temporarily unavailable"). The
+  # Ruby loop used to leave it set. A flag the program set stays set.
+  def test_transfers_leave_the_descriptors_nonblocking_flag_as_they_found_it
+    data = Random.new(2).bytes(300_000) # more than a pipe holds: the writer waits for room, the reader for bytes
+    [false, true].product([:pipe, :socketpair]).each do |nonblocking, kind|
+      r, w = kind == :pipe ? IO.pipe : UNIXSocket.pair
+      r.nonblock = w.nonblock = nonblocking
+      received = writer_flag = nil
+      farce do
+        Fiber.schedule { received = r.binmode.read }
+        Fiber.schedule do
+          10.times { |i| w.write("line #{i}\n") }
+          w.write(data)
+          writer_flag = w.nonblock?
+          w.close
+        end
+      end
+      assert_equal 10.times.map { |i| "line #{i}\n" }.join.b + data, received
+      assert_equal [nonblocking] * 2, [r.nonblock?, writer_flag], "#{kind}: O_NONBLOCK of the read and write ends (was #{nonblocking})"
+    ensure
+      r&.close
+      w&.close
+    end
+  end
+
+  # The report's reproduction: $stdout is a blocking pipe, as a shell hands
+  # it to the first process of a pipeline.
+  def test_writing_to_stdout_leaves_a_blocking_pipe_blocking
+    out, status = ruby_subprocess(<<~RUBY)
+      require "farce"
+      require "io/nonblock"
+      r, w = IO.pipe
+      w.nonblock = false
+      saved = $stdout.dup
+      $stdout.reopen(w)
+      Farce.run(backend: :#{backend}) { Fiber.schedule { 10.times { |i| $stdout.write("line \#{i}\\n") } } }
+      $stdout.flush
+      $stdout.reopen(saved)
+      nonblocking = w.nonblock?
+      w.close
+      puts "lines=\#{r.read.lines.size} nonblocking=\#{nonblocking}"
+    RUBY
+    assert status.success?, out
+    assert_equal "lines=10 nonblocking=false\n", out
   end
 
   def test_io_wait_on_closed_io_raises

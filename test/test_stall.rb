@@ -137,6 +137,56 @@ class TestStall < Minitest::Test
     assert_match(/:#{line}:/, app_frame(reports.first).to_s, reports.first.backtrace.inspect)
   end
 
+  # One C call that keeps the GVL for the whole stall (Array#sort of
+  # floats; sqlite3's busy wait is another), in a fiber that ends right
+  # after it, and in one that parks right after it. The native loop's
+  # watchdog runs without the GVL; the Ruby loop's is a thread, which got
+  # the GVL only as the call returned, first slept, and found the turn over:
+  # no report at all. Now it looks before it sleeps, and the loop reports a
+  # turn that lasted the threshold without a sample when it ends. Either
+  # way: one report per stall, naming the fiber that held the loop.
+  def test_a_stall_in_one_c_call_is_reported_when_the_fiber_ends_or_parks_right_after
+    floats = Random.new(3).then { |random| Array.new(3_000_000) { random.rand } }
+    sorters = []
+    reports = reports_of do
+      r, w = IO.pipe
+      sorters << Fiber.schedule { floats.sort }
+      sorters << Fiber.schedule { floats.sort; r.read(1) }
+      Fiber.schedule { w.write("x") }
+    end
+    assert_equal 2, reports.size, reports.inspect
+    assert_equal sorters, reports.map(&:fiber)
+    reports.each do |report|
+      assert_operator report.duration, :>=, THRESHOLD
+      assert_kind_of Array, report.backtrace
+      assert(report.backtrace.all?(String), report.backtrace.inspect)
+      assert_match(/\Afarce: a fiber held the event loop for \d+(\.\d+)? ms/, report.to_s)
+    end
+  end
+
+  # The Ruby loop's report of a stall its watchdog thread could not sample
+  # (it never got the GVL while the turn lasted: here it is stopped): the
+  # fiber that ran when the turn passed the threshold, not the one that
+  # started it (the thread's own, at Fiber.schedule), the turn's duration,
+  # and no backtrace, as the native loop reports a stall it could not
+  # sample.
+  def test_the_ruby_loop_reports_a_stall_its_watchdog_could_not_sample
+    skip "the Ruby loop's watchdog thread (FARCE_BACKEND=ruby)" unless ruby_loop?
+    busy_fiber = nil
+    reports = reports_of do
+      Fiber.scheduler.instance_variable_get(:@ruby_loop).instance_variable_get(:@stall_watchdog).kill.join
+      Fiber.schedule { busy(0.001) }
+      busy_fiber = Fiber.schedule { busy(THRESHOLD * 2) } # (3x on the Ruby loop: busy)
+      Fiber.schedule { busy(0.001) }
+    end
+    assert_equal 1, reports.size, reports.inspect
+    report = reports.first
+    assert_same busy_fiber, report.fiber
+    assert_operator report.duration, :>=, THRESHOLD
+    assert_equal [], report.backtrace
+    assert_match(/\Afarce: a fiber held the event loop for \d+(\.\d+)? ms \(stall threshold exceeded\)\z/, report.to_s)
+  end
+
   def test_stats_have_load_and_counts
     stats = nil
     reports_of do

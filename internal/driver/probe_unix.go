@@ -6,7 +6,8 @@ import "golang.org/x/sys/unix"
 
 // Probe asks the kernel, without blocking, which of events fd is ready for.
 // The scheduler uses it only when it has no cached knowledge of the
-// descriptor (a wait that did not follow an EAGAIN of its own).
+// descriptor (a wait that did not follow an EAGAIN of its own), and for a
+// wait with a zero timeout, which asks about this instant.
 func Probe(fd int, events Events) (Events, error) {
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: eventsToPoll(events)}}
 	for {

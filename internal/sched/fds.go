@@ -20,6 +20,11 @@ const (
 	// asked for, so the descriptor was empty then. Park unless an edge or a
 	// hang-up arrived since.
 	KnownDrained
+	// askKernel (WaitFD's own, for KnownNothing with a zero timeout): the
+	// caller wants the answer of this instant and waits for no edge, so
+	// neither the edges seen nor a direction known empty since the last one
+	// may answer for the kernel (see prepareFD).
+	askKernel
 )
 
 // pollability of a descriptor, learned from the driver.

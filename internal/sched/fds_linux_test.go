@@ -79,6 +79,42 @@ func TestUnknownTrustsNotReadySinceLastEdge(t *testing.T) {
 	assert.Equal(t, R, h.readyFD(r, R, KnownNothing))
 }
 
+// A zero timeout (IO#wait_readable(0)) is a question about this instant:
+// the kernel answers it, not what the scheduler remembers of the edges.
+func TestZeroTimeoutAsksTheKernel(t *testing.T) {
+	forBoth(t, func(t *testing.T, persistent bool) {
+		h := newHarness(t, persistent)
+		r, w := pipe(t)
+		// Empty: the wait parks for no time (the caller cancels it).
+		tok := h.waitFD(r, R, 0, KnownNothing)
+		require.True(t, h.s.Cancel(tok))
+		// Bytes arrive before any poll: the direction known empty must not
+		// answer for them (it did: nil until the loop polled).
+		_, err := unix.Write(w, []byte("x"))
+		require.NoError(t, err)
+		tok, got, err := h.s.WaitFD(r, R, 0, KnownNothing)
+		require.NoError(t, err)
+		assert.Zero(t, tok)
+		assert.Equal(t, R, got)
+		h.check()
+	})
+}
+
+func TestZeroTimeoutIgnoresAStaleEdge(t *testing.T) {
+	h := newHarness(t, true)
+	r, _ := pipe(t) // empty: what the kernel says
+	tok := h.waitFD(r, R, -1, KnownNotReady)
+	require.True(t, h.s.Cancel(tok))
+	h.drv.Script(h.event(r, R)) // an edge whose bytes were read since
+	h.poll()
+	tok = h.waitFD(r, R, 0, KnownNothing)
+	require.True(t, h.s.Cancel(tok))
+	// The edge was dropped, as a read's EAGAIN drops it: a wait with no
+	// timeout parks too.
+	tok = h.waitFD(r, R, -1, KnownNothing)
+	require.True(t, h.s.Cancel(tok))
+}
+
 func TestUnknownProbeSeesHangup(t *testing.T) {
 	h := newHarness(t, true)
 	r, w := pipe(t)

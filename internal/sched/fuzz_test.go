@@ -478,6 +478,20 @@ func (r *runner) waitFD(idx int, ev Events, known Readiness, timeout time.Durati
 			m.registered--
 		}
 	}
+	if timeout == 0 && known == KnownNothing {
+		// a zero timeout asks the kernel, whatever the edges said
+		p := probeModel(idx, ev)
+		if p&H != 0 {
+			expectReady(ev)
+			return
+		}
+		if p != 0 {
+			st.notReady &^= p
+			expectReady(p)
+			return
+		}
+		known = KnownNotReady // found empty: as a read that failed
+	}
 	switch known {
 	case KnownNotReady:
 		st.ready &^= ev

@@ -206,6 +206,9 @@ func (s *Scheduler) WaitFD(fd int, events Events, timeout time.Duration, known R
 	if s.closed {
 		return 0, 0, ErrClosed
 	}
+	if timeout == 0 && known == KnownNothing {
+		known = askKernel // IO#wait_readable(0): is there anything now?
+	}
 	ready, err := s.prepareFD(fd, events, known)
 	if err != nil || ready != 0 {
 		return 0, ready, err
@@ -267,6 +270,27 @@ func (s *Scheduler) prepareFD(fd int, events Events, known Readiness) (Events, e
 				return got, nil
 			}
 		}
+		st.notReady |= events
+	case askKernel:
+		// "The edge will come" (KnownNothing's trust in notReady) holds for
+		// a wait that parks until it does, not for one that ends now: after
+		// a zero-timeout wait found the descriptor empty, the bytes written
+		// next went unseen by every zero-timeout wait until the loop polled
+		// (IO#wait_readable(0) answered nil while IO.select said ready). An
+		// edge seen may be stale the other way (its bytes read since). The
+		// kernel answers; found empty, it tells what a failed read would.
+		got, hungUp, err := ProbeFD(fd, events)
+		if err != nil {
+			return 0, err
+		}
+		if hungUp {
+			return got, nil
+		}
+		if got != 0 {
+			st.notReady &^= got
+			return got, nil
+		}
+		st.ready &^= events
 		st.notReady |= events
 	default:
 		return 0, fmt.Errorf("invalid readiness %d", known)

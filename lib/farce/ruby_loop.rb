@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "fcntl"
+require "io/nonblock"
 require_relative "ruby_loop/timers"
 require_relative "ruby_loop/latency"
 require_relative "ruby_loop/stats"
@@ -115,6 +116,7 @@ module Farce
       @turn_seq = 0
       @turn_active = false
       @stall_threshold = nil
+      @stall_fiber = @stall_fiber_seq = nil # see stall_crossed
       @stalls = 0
       @idle = 0.0
       @wakeups = LatencyHistogram.new

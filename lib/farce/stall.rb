@@ -3,10 +3,11 @@
 module Farce
   # What on_stall gets when one fiber held the loop longer than the stall
   # threshold (Scheduler.new(stall_threshold:, on_stall:), FARCE_STALL_MS):
-  # the fiber (nil when it could not be sampled), how long it held the loop
-  # in seconds (final: the report comes when it gave the loop back), and its
-  # backtrace where it was when the threshold passed ("file:line:in ..."
-  # strings, innermost first; empty when it could not be sampled).
+  # the fiber (nil when the native loop could not sample it; the Ruby loop
+  # knows it without a sample), how long it held the loop in seconds (final:
+  # the report comes when it gave the loop back), and its backtrace where it
+  # was when the threshold passed ("file:line:in ..." strings, innermost
+  # first; empty when it could not be sampled).
   StallReport = Struct.new(:fiber, :duration, :backtrace) do
     # The innermost frame outside farce itself (where the application was).
     def location

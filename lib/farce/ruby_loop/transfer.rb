@@ -63,7 +63,7 @@ module Farce
         return total if room.zero?
 
         result = begin
-          blocking { reading ? io.read_nonblock(room, exception: false) : writer.write_nonblock(buffer.get_string(offset + total, room), exception: false) }
+          blocking { step(io, writer, buffer, offset + total, room, reading) }
         rescue Errno::EINTR
           next
         rescue SystemCallError => e
@@ -87,6 +87,76 @@ module Farce
         end
       end
     end
+
+    # One read (a String, nil at end of file) or write (the count) of at
+    # most room bytes at buffer[at...] that never blocks the thread, or
+    # :wait_readable/:wait_writable; runs in the blocking fiber.
+    #
+    # It leaves the descriptor's O_NONBLOCK as it finds it. That flag belongs
+    # to the open file, which other processes share (a pipeline's pipe, a
+    # terminal): read_nonblock and write_nonblock set it and never clear it,
+    # so after `app | head` wrote to $stdout through this loop, head's own
+    # writes to the pipe failed with EAGAIN. Where the flag is set (Ruby sets
+    # it on the pipes and sockets it makes; the program may have), they are
+    # used as they are, and set nothing. Where it is clear, nothing here sets
+    # it, not even for a moment (a process sharing the file would see that
+    # moment), and the system call waits for no one: a read only once
+    # IO.select says there are bytes (it returns those), a write only once
+    # there is room, and then at most what room guarantees to take at once
+    # (BLOCKING_WRITE_MAX). The native loop needs neither: it reads and
+    # writes with MSG_DONTWAIT and RWF_NOWAIT (io_transfer.c), which pure
+    # Ruby cannot ask for. What remains are two races with another process
+    # sharing the file: one that takes the bytes or the room between the
+    # IO.select and the call leaves this thread waiting in it until more
+    # come (as Ruby without a scheduler would wait), and one that clears the
+    # flag between descriptor_blocking? and read_nonblock's own look at it
+    # gets it set again.
+    def step(io, writer, buffer, at, room, reading)
+      if dontwait_socket?(reading ? io : writer) || !descriptor_blocking?(io)
+        return reading ? io.read_nonblock(room, exception: false) : writer.write_nonblock(buffer.get_string(at, room), exception: false)
+      end
+
+      if reading
+        return :wait_readable unless IO.select([io], nil, nil, 0)
+
+        begin
+          io.readpartial(room)
+        rescue EOFError
+          nil
+        end
+      else
+        return :wait_writable unless IO.select(nil, [writer], nil, 0)
+
+        room = BLOCKING_WRITE_MAX if room > BLOCKING_WRITE_MAX && !regular_file?(io)
+        writer.syswrite(buffer.get_string(at, room))
+      end
+    end
+
+    # What a blocking write may hand the kernel once the descriptor is
+    # writable without waiting for more room: a pipe is writable on Linux
+    # when a page is free, elsewhere when PIPE_BUF is (512 bytes, POSIX's
+    # least). A regular file is always writable and takes any size.
+    BLOCKING_WRITE_MAX = RUBY_PLATFORM.include?("linux") ? 4096 : 512
+
+    # Whether io is a socket whose read_nonblock and write_nonblock pass
+    # MSG_DONTWAIT to recv and send and never look at O_NONBLOCK (Ruby's
+    # socket library does so where MSG_DONTWAIT is reliable: Linux). No
+    # fcntl then, and nothing to leave as it was.
+    def dontwait_socket?(io)
+      defined?(::BasicSocket) && io.is_a?(::BasicSocket) && ::BasicSocket.private_method_defined?(:__read_nonblock) ? true : false
+    end
+
+    # Whether io's descriptor has O_NONBLOCK clear now. Asked at every step:
+    # another process sharing the open file, or `io.nonblock =`, may change
+    # it at any time: one fcntl(2) per read or write of anything but a
+    # socket (read_nonblock makes one more itself). Windows has no F_GETFL
+    # (a pipe's non-blocking mode is its handle's): there,
+    # read_nonblock/write_nonblock as before.
+    def descriptor_blocking?(io)
+      FLAGS_KNOWN && !io.nonblock?
+    end
+
+    FLAGS_KNOWN = !Gem.win_platform?
 
     # Whether io is a regular file: always "ready", so read_nonblock would
     # hold the loop for as long as the disk takes. Only a File can be one
@@ -164,7 +234,7 @@ module Farce
       writer = raw_writer(io) unless reading # see raw_writer: 4.0's flush through io_write
       loop do
         result = begin
-          blocking { reading ? io.read_nonblock(length, exception: false) : writer.write_nonblock(buffer.get_string(offset, length), exception: false) }
+          blocking { step(io, writer, buffer, offset, length, reading) }
         rescue Errno::EINTR
           next
         rescue SystemCallError => e
@@ -182,7 +252,9 @@ module Farce
     end
 
     # The IO io_write writes through: one with no write buffer of its own on
-    # io's descriptor (kept per descriptor number; it never closes it).
+    # io's descriptor (kept per descriptor number; it never closes it); a
+    # Socket for a socket, whose write_nonblock sends with MSG_DONTWAIT
+    # (dontwait_socket?), where a plain IO's would set O_NONBLOCK.
     # Ruby 4.0 flushes an IO's write buffer through the io_write hook, in the
     # writing fiber, holding the IO's write lock (a Mutex) and with the bytes
     # still counted as buffered. io.write_nonblock would flush that buffer
@@ -192,10 +264,11 @@ module Farce
     # 3.4 the hook only ever saw an IO whose buffer was empty.
     def raw_writer(io)
       fd = io.fileno
+      socket = dontwait_socket?(io)
       writer = @raw_writers[fd]
-      return writer if writer
+      return writer if writer && dontwait_socket?(writer) == socket # (the number may name another kind of file now)
 
-      writer = IO.for_fd(fd, "wb", autoclose: false)
+      writer = socket ? ::Socket.for_fd(fd).tap { |s| s.autoclose = false } : IO.for_fd(fd, "wb", autoclose: false)
       writer.sync = true
       @raw_writers[fd] = writer
     end
@@ -215,13 +288,16 @@ module Farce
     end
 
     # Runs the block (a resume of fiber by the loop or Fiber.schedule) as
-    # fiber's turn: see parkable?.
+    # fiber's turn: see parkable?. With stall detection on, notes whether the
+    # turn passed the threshold while fiber ran (stall_crossed).
     def in_turn(fiber)
       previous = @turn_owner
       @turn_owner = fiber
+      entered = monotonic if @stall_threshold && @turn_active
       yield
     ensure
       @turn_owner = previous
+      stall_crossed(fiber, entered) if entered
     end
 
     # Whether the current fiber can park: it yields, which returns to whoever

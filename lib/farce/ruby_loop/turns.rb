@@ -66,15 +66,27 @@ module Farce
       @turn_active = true
     end
 
-    # The turn that just ended: reported if the watchdog sampled it.
+    # The turn that just ended: reported, once, if it lasted the stall
+    # threshold: with the watchdog's sample, or, when it could take none
+    # (stall_crossed), naming the fiber that ran when the turn passed the
+    # threshold, with an empty backtrace, as the native loop reports a stall
+    # it could not sample.
     def end_turn
       @turn_active = false
+      threshold = @stall_threshold or return
+      duration = monotonic - @turn_started
       sample = @stall_sample
-      return unless sample && sample[0] == @turn_seq && @stall_threshold
-
-      @stall_sample = nil
+      if sample && sample[0] == @turn_seq
+        fiber, backtrace = sample[1], sample[2]
+      elsif duration >= threshold
+        fiber = @stall_fiber_seq == @turn_seq ? @stall_fiber : @turn_fiber
+        backtrace = []
+      else
+        return
+      end
+      @stall_sample = @stall_fiber = nil
       @stalls += 1
-      @stall_reporter&.__send__(:__report_stall, sample[1], monotonic - @turn_started, sample[2])
+      @stall_reporter&.__send__(:__report_stall, fiber, duration, backtrace)
     end
   end
 end
