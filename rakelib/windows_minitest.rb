@@ -32,6 +32,7 @@ WINDOWS_MINITEST = {
   "test_bad_input" => {},
   "test_blocking_fibers" => {},
   "test_buffer_locks" => {},
+  "test_core_tick" => {},
   "test_cross_thread_use" => {},
   "test_descriptor_file_identity" => {
     "test_number_closed_behind_the_io_and_reused_is_armed_afresh" => WINDOWS_NO_UNIX_SOCKETS,

@@ -29,6 +29,7 @@ module Farce
         system_calls: nil,
         turn_budget: @turn_budget,
         turns_given: @turns_given,
+        core_ticks: 0, # no Go core, no Go scheduler tick to move
         stall_threshold: @stall_threshold,
         stalls: @stalls,
         wakeups: @wakeups.count,
