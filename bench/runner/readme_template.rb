@@ -193,16 +193,17 @@ module Bench
 
       pairs = scaling_pairs(contenders, summary).map { |f, a| "`#{f}` against `#{a}`" }
       [<<~TEXT.strip, "", *lines, "", (@scaling_plotted ? "![the server's CPU per request against connections](scaling.svg)" : "")]
-        Where the cost of a request grows with the connections a server holds: the HTTP hello server
-        (workload 2) at #{HTTP_CONNECTIONS.map { |c| count_text(c) }.join(', ')} keep-alive connections,
-        #{pairs.join(' and ')}, and the 10,000-idle pair (workload 3). CPU per request is every thread
-        of the server over the steady part of the run, every connection open (workload 2), and req/s is
-        wrk's; ÷ is the median over runs of the same run's farce ÷ Async (below 1 on CPU, above 1 on
-        req/s is farce's win). "Open" is the fewest connections the kernel held at the server in any
-        run, "errors" every run's socket errors and non-2xx answers summed: a count below the
-        connections asked for, or errors, say the row measured fewer connections than it names. The
-        64- and 1,000-connection figures are the main table's rows. `rake bench:scaling` runs these rows alone (with real
-        Falcon after them), and bench/scaling.svg plots the CPU column.
+        Where the cost of a request grows with the connections a server holds: the HTTP hello
+        server (workload 2) at #{HTTP_CONNECTIONS.map { |c| count_text(c) }.join(', ')} keep-alive
+        connections, #{pairs.join(' and ')}, and the 10,000-idle pair (workload 3). CPU per request
+        is every thread of the server over the steady part of the run, every connection open
+        (workload 2), and req/s is wrk's; ÷ is the median over runs of the same run's farce ÷ Async
+        (below 1 on CPU, above 1 on req/s is farce's win). "Open" is the fewest connections the
+        kernel held at the server in any run, "errors" every run's socket errors and non-2xx
+        answers summed: a count below the connections asked for, or errors, say the row measured
+        fewer connections than it names. The 64- and 1,000-connection figures are the main table's
+        rows. `rake bench:scaling` runs these rows alone (with real Falcon after them), and
+        `scaling.svg` plots the CPU column.
       TEXT
     end
   end
