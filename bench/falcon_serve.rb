@@ -306,14 +306,16 @@ module Bench
     FEWEST = %w[connections_open].freeze
 
     def summarize(results)
-      %w[requests_per_second latency_p99_ms cpu_us_per_request server_cpu_pct wrk_cpu_pct go_us_per_request go_share_pct
-         go_threads errors connections_open].to_h do |key|
+      figures = %w[requests_per_second latency_p99_ms cpu_us_per_request server_cpu_pct wrk_cpu_pct go_us_per_request
+                   go_share_pct go_threads errors connections_open].to_h do |key|
         values = results.map { |r| r[key] }
         [key, if SUMMED.include?(key) then values.compact.sum
               elsif FEWEST.include?(key) then values.compact.min
               else median(values)
               end]
       end
+      # rounds whose CPU per request is over the whole run (no steady part)
+      figures.merge("whole_run_rounds" => results.count { |r| r["window_s"].nil? })
     end
   end
 end

@@ -26,14 +26,21 @@ module Bench
         out << "| #{[count(r['connections']), count(f['requests_per_second']), count(e['requests_per_second']),
                      "#{times(r['ratio'])} (#{two(r['ratio_min'])}-#{two(r['ratio_max'])})",
                      "#{num(f['latency_p99_ms'])} ms", "#{num(e['latency_p99_ms'])} ms",
-                     "#{num(f['cpu_us_per_request'])} µs", "#{num(e['cpu_us_per_request'])} µs", times(r['cpu_ratio']),
+                     *[f, e].map { |x| "#{num(x['cpu_us_per_request'])} µs#{x['whole_run_rounds'].to_i.positive? ? ' †' : ''}" },
+                     times(r['cpu_ratio']),
                      f["go_us_per_request"] ? "#{num(f['go_us_per_request'])} µs" : "—",
                      f["go_share_pct"] ? "#{num(f['go_share_pct'])}%" : "—",
                      "#{count(f['errors'])} / #{count(e['errors'])}",
                      "#{count(f['connections_open'])} / #{count(e['connections_open'])}"].join(' | ')} |"
       end
+      if layout["rows"].any? { |r| SELECTORS.any? { |sel| r.dig(sel, "whole_run_rounds").to_i.positive? } }
+        out << "" << "† in some round the CPU per request is over the whole run, the connections' setup included: wrk " \
+                     "did not hold all its connections by halfway"
+      end
       out
     end
+
+    SELECTORS = %w[Farce EPoll].freeze
 
     def count(v) = v.nil? ? "—" : v.round.to_s.reverse.scan(/\d{1,3}/).join(",").reverse
     def num(v) = v.nil? ? "—" : (v >= 100 ? v.round.to_s : format("%.3g", v))

@@ -19,7 +19,7 @@ module Bench
     def fmt(value, unit)
       return "—" if value.nil?
 
-      if %w[ms KiB ratio µs].include?(unit) || unit.start_with?("%")
+      if %w[ms s KiB ratio µs].include?(unit) || unit.start_with?("%")
         value >= 100 ? value.round.to_s : format("%.3g", value)
       else
         value.round.to_s.reverse.scan(/\d{1,3}/).join(",").reverse

@@ -87,7 +87,10 @@ module Bench
        Row.new(id: "#{id}open", label: "#{name}: connections open at the server (fewest counted)", unit: "conns",
                better: :higher, value: at.call("connections_open")),
        Row.new(id: "#{id}err", label: "#{name}: wrk's errors (socket errors and non-2xx answers)", unit: "errors",
-               better: :lower, value: at.call("errors"))]
+               better: :lower, value: at.call("errors")),
+       # how long the steady part was (bench/lib/steady_window.rb); none: the CPU rows are over the whole run
+       Row.new(id: "#{id}steady", label: "#{name}: steady part the CPU rows are over (— : the whole run)", unit: "s",
+               better: :higher, value: at.call("window_s"))]
     end
 
     # Where the server's CPU went by thread (bench/runner/running.rb, cpu_split).

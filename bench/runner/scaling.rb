@@ -55,10 +55,18 @@ module Bench
 
           open = [farce, ref].map { |x| fmt(cell.call("#{id}open", x)&.dig("runs")&.compact&.min, "conns") }
           errors = [farce, ref].map { |x| fmt(cell.call("#{id}err", x)&.dig("runs")&.compact&.sum, "errors") }
-          lines << "| `#{farce}`, `#{ref}` | #{count_text(c)} | #{us.map { |x| fmt(x&.dig('median'), 'µs') }.join(' | ')} | " \
+          cpu = [farce, ref].zip(us).map do |x, u|
+            whole = whole_run?(u, cell.call("#{id}steady", x))
+            "#{fmt(u&.dig('median'), 'µs')}#{whole ? ' †' : ''}"
+          end
+          lines << "| `#{farce}`, `#{ref}` | #{count_text(c)} | #{cpu.join(' | ')} | " \
                    "#{times(us[0]&.dig('ratio'))} | #{rate.map { |x| fmt(x&.dig('median'), 'req/s') }.join(' | ')} | " \
                    "#{times(rate[0]&.dig('ratio'))} | #{open.join(' / ')} | #{errors.join(' / ')} |"
         end
+      end
+      if lines.any? { |l| l.include?(" †") }
+        lines << "" << "† in some run the CPU per request is over the whole run, the connections' setup included: wrk did " \
+                       "not hold all its connections by halfway (the run's notes say which)"
       end
       lines << ""
       pairs.each do |farce, ref|
@@ -70,6 +78,14 @@ module Bench
                  "`#{ref}` #{fmt(a&.dig('median'), 'ratio')} (#{times(f&.dig('ratio'))})"
       end
       lines
+    end
+
+    # Whether some run that has a CPU per request took it over the whole run
+    # (no steady part: bench/lib/steady_window.rb).
+    def whole_run?(cpu_cell, steady_cell)
+      cpu = cpu_cell&.dig("runs") || []
+      steady = steady_cell&.dig("runs") || []
+      cpu.each_index.any? { |i| cpu[i] && steady[i].nil? }
     end
 
     def times(ratio)
