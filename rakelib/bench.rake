@@ -2,12 +2,13 @@
 
 # rake bench        full suite (~10-15 minutes; over an hour with FARCE_PEER_SUITES, whose contenders
 #                   and real Falcon add the most: 873 steps at about 4.3 s each on two cores, then
-#                   the scaling rows' ~12 minutes, then Falcon's ~8 in two layouts): regenerates
+#                   the scaling rows' ~12 more minutes, then Falcon's ~8 in two layouts): regenerates
 #                   bench/README.md, bench/plot.svg and bench/scaling.svg
 # rake bench:quick  ~2 minutes (BENCH_QUICK=1)
 # rake bench:scaling  the scaling rows alone (HTTP hello at 16-10,000 connections and the 10,000-idle pair,
 #                   farce against Async on 3.3 and on 4.0 with YJIT), then real Falcon in both layouts at 64,
-#                   1,000 and 4,000 connections: ~20 minutes, each part's compact table printed at its end
+#                   1,000 and 4,000 connections: ~14 + ~5 minutes, each part's compact table printed at its end
+#                   (BENCH_FALCON=0: no Falcon; BENCH_NO_README=1: leave bench/README.md as it is)
 # Knobs (see bench/runner.rb): BENCH_RUNS, BENCH_CONTENDERS, BENCH_ONLY, BENCH_NO_COMPILE=1, BENCH_PIN=0;
 # FARCE_PEER_SUITES=DIR (the peers' folder, as for rake test:peers) adds Async on io-event's native
 # EPoll on Ruby 4.0 and 3.4 (built once by .ci/io-event-build and cached beside the built Rubies), and real
