@@ -30,6 +30,19 @@ module Bench
       nil
     end
 
+    # Waits until the server has closed every connection at the port whose
+    # peer has gone (a warm-up's, so that the measured run holds none of their
+    # closing) or `timeout` seconds have passed; returns how many are left.
+    def drain(port, timeout)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+      loop do
+        left = look(port, states: HELD)&.connections.to_i
+        return left if left.zero? || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+        sleep 0.1
+      end
+    end
+
     # ss -Hti prints a line per socket and, indented under it, its tcp_info.
     def parse(out)
       Look.new(out.each_line.count { |line| line.match?(/\A\S/) },

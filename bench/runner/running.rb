@@ -138,9 +138,8 @@ module Bench
     # the warm-up's wrk, so that the measured run's CPU holds none of their
     # closing (10,000 of them at the largest count).
     def drain(port, label)
-      deadline = now + DRAIN_S
-      sleep 0.05 while (left = TcpCensus.look(port, states: TcpCensus::HELD)&.connections).to_i.positive? && now < deadline
-      @notes << "#{label}: #{left} connections of the warm-up still open #{DRAIN_S} s after it ended" if left.to_i.positive?
+      left = TcpCensus.drain(port, DRAIN_S)
+      @notes << "#{label}: #{left} connections of the warm-up still open #{DRAIN_S} s after it ended" if left.positive?
     end
 
     # wrk's errors and the connections it held, in the result and, where
