@@ -4,7 +4,8 @@
 # and bench/results/*.json. Started by `rake bench` or `bin/bench`. This file is the
 # entry point (settings, main, --render); the runner's parts are in bench/runner/, one
 # purpose each: tools.rb, contenders.rb, cases.rb, running.rb, rows.rb, summary.rb,
-# report.rb, backends.rb, production_targets.rb, falcon_section.rb and readme_template.rb.
+# report.rb, scaling.rb, scaling_plot.rb, backends.rb, production_targets.rb, falcon_section.rb
+# and readme_template.rb.
 #
 # Environment:
 #   BENCH_RUNS=N         alternating runs per figure; the median is reported (default 3; quick 1)
@@ -22,8 +23,10 @@
 #                        threads, and Async on farce's selector when Debian's pure-Ruby Async loads there
 #   BENCH_YJIT=0         no YJIT rows (default: YJIT twins of farce-epoll, farce-io_uring and the Ruby floor on
 #                        every Ruby whose `ruby --yjit` has YJIT)
-#   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, ppsock1, pp100, http64, http1000, scale0,
-#                        scale10k, timers, spawnburst, acceptburst, files, queue, xthread, memfiber, memio)
+#   BENCH_ONLY=x,y       only these cases (ids in the table: pp1, ppsock1, pp100, http16, http64, http256, http1000,
+#                        http4000, http10000, scale0, scale10k, timers, spawnburst, acceptburst, files, queue, xthread,
+#                        memfiber, memio); `scaling` = the scaling rows (the HTTP cases and scale0, scale10k) on the
+#                        scaling contenders only (`rake bench:scaling`; bench/runner/scaling.rb)
 #   BENCH_FILE_MIB=N     MiB per file of the file-reads case (64 files; default 16, quick 2)
 #   BENCH_SID_RUN=path   chroot runner (default .ci/sid-run; .ci/sid-setup makes the chroot)
 #   BENCH_NO_README=1    keep bench/README.md and bench/plot.svg (write only bench/results/)
@@ -37,6 +40,9 @@ require "fileutils"
 require "time"
 require "etc"
 require_relative "lib/wrk_output"
+require_relative "lib/tcp_census"
+require_relative "lib/steady_window"
+require_relative "lib/descriptor_limit"
 
 module Bench
   class Runner
@@ -52,8 +58,10 @@ module Bench
     DEFAULT_RUBIES = { "4.0" => "/opt/rubies/4.0/bin/ruby" }.freeze
     C_PINGPONG = File.join(RESULTS, "pingpong_epoll")
 
-    Case = Struct.new(:id, :title, :kind, :args, :expect_s, keyword_init: true)
-    Row = Struct.new(:id, :label, :unit, :better, :plot, :value, keyword_init: true)
+    # only: :scaling for a case that runs on the scaling contenders alone (bench/runner/scaling.rb)
+    Case = Struct.new(:id, :title, :kind, :args, :expect_s, :only, keyword_init: true)
+    # section: :scaling for a row shown in the scaling table instead of the main one
+    Row = Struct.new(:id, :label, :unit, :better, :plot, :value, :section, keyword_init: true)
 
     def initialize
       @quick = ENV["BENCH_QUICK"] == "1"
@@ -84,7 +92,9 @@ module Bench
       references = (data["references"] || {}).keys
       summary = summarize(contenders)
       plotted = write_plot(contenders, summary)
+      write_scaling_plot(contenders, summary)
       print_table(contenders, summary)
+      print_scaling(contenders, summary)
       File.write(File.join(BENCH, "README.md"),
                  readme(contenders, references, summary, data["machine"], plotted, data["generated_at"]))
       warn "bench: re-rendered bench/README.md from #{path}"
@@ -109,7 +119,9 @@ module Bench
       ensure_tools
       ensure_built
       contenders = discover_contenders
+      contenders = scaling_contenders(contenders) if scaling_only?
       kases = cases
+      ensure_descriptors(kases)
       note_subset(kases)
       references = kases.any? { |k| REFERENCE_CASES.include?(k.id) } ? discover_references(contenders) : []
       warn "bench: contenders #{contenders.join(', ')}; references #{references.join(', ')}; " \
@@ -124,7 +136,8 @@ module Bench
   end
 end
 
-%w[tools contenders cases running rows summary report backends production_targets falcon_section readme_template].each do |part|
+%w[tools contenders cases running rows summary report scaling scaling_plot backends production_targets falcon_section
+   readme_template].each do |part|
   require_relative "runner/#{part}"
 end
 

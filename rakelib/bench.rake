@@ -2,8 +2,13 @@
 
 # rake bench        full suite (~10-15 minutes; over an hour with FARCE_PEER_SUITES, whose contenders
 #                   and real Falcon add the most: 873 steps at about 4.3 s each on two cores, then
-#                   Falcon): regenerates bench/README.md and bench/plot.svg
+#                   the scaling rows' ~12 more minutes, then Falcon's ~8 in two layouts): regenerates
+#                   bench/README.md, bench/plot.svg and bench/scaling.svg
 # rake bench:quick  ~2 minutes (BENCH_QUICK=1)
+# rake bench:scaling  the scaling rows alone (HTTP hello at 16-10,000 connections and the 10,000-idle pair,
+#                   farce against Async on 3.3 and on 4.0 with YJIT), then real Falcon in both layouts at 64,
+#                   1,000 and 4,000 connections: ~14 + ~5 minutes, each part's compact table printed at its end
+#                   (BENCH_FALCON=0: no Falcon; BENCH_NO_README=1: leave bench/README.md as it is)
 # Knobs (see bench/runner.rb): BENCH_RUNS, BENCH_CONTENDERS, BENCH_ONLY, BENCH_NO_COMPILE=1, BENCH_PIN=0;
 # FARCE_PEER_SUITES=DIR (the peers' folder, as for rake test:peers) adds Async on io-event's native
 # EPoll on Ruby 4.0 and 3.4 (built once by .ci/io-event-build and cached beside the built Rubies), and real
@@ -26,6 +31,30 @@ namespace :bench do
   task quick: bench_deps do
     ENV["BENCH_QUICK"] = "1"
     ruby File.expand_path("../bench/runner.rb", __dir__)
+  end
+end
+
+namespace :bench do
+  desc "The scaling rows alone (BENCH_ONLY=scaling: HTTP hello at 16-10,000 connections, farce against Async on 3.3 " \
+       "and 4.0 with YJIT), then real Falcon in both layouts at 64, 1,000 and 4,000 connections (FARCE_PEER_SUITES=DIR)"
+  task scaling: bench_deps do
+    # the scaling contenders' Rubies are built too: a before/after comparison must not measure a stale build
+    unless ENV["BENCH_NO_COMPILE"] == "1"
+      %w[3.3 4.0].each do |ver|
+        sh File.expand_path("../.ci/ruby-run", __dir__), ver, "rake", "compile" do |ok, status|
+          warn "bench:scaling: rake compile for Ruby #{ver} failed (#{status.exitstatus}): no farce@#{ver} rows" unless ok
+        end
+      end
+    end
+    ENV["BENCH_ONLY"] = "scaling"
+    runner = File.expand_path("../bench/runner.rb", __dir__)
+    ruby runner
+    next unless File.directory?(ENV["FARCE_PEER_SUITES"].to_s) && ENV["BENCH_FALCON"] != "0"
+
+    ENV["BENCH_DURATION"] ||= "5" # 3 rounds x 2 layouts x 2 selectors x 3 counts: ~5 minutes
+    ENV["BENCH_NO_COMPILE"] = "1" # built above (or asked not to be)
+    ruby File.expand_path("../bench/falcon_serve.rb", __dir__)
+    ruby runner, "--render" unless ENV["BENCH_NO_README"] == "1" # the README with the Falcon figures
   end
 end
 

@@ -54,10 +54,7 @@ module Bench
                  args: ["pingpong", "pairs=1", "seconds=#{d}", "over=socket"], expect_s: d + 1),
         Case.new(id: "pp100", title: "pipe ping-pong, 100 pairs", kind: :workload,
                  args: ["pingpong", "pairs=100", "seconds=#{d}"], expect_s: d + 1),
-        Case.new(id: "http64", title: "HTTP hello, wrk 64 connections", kind: :http,
-                 args: { connections: 64, seconds: wrk_s, warmup: q ? 0 : 2 }, expect_s: wrk_s + 5),
-        Case.new(id: "http1000", title: "HTTP hello, wrk 1,000 connections", kind: :http,
-                 args: { connections: 1000, seconds: wrk_s, warmup: q ? 0 : 2 }, expect_s: wrk_s + 6),
+        *HTTP_CONNECTIONS.map { |c| http_case(c, wrk_s) },
         Case.new(id: "scale0", title: "ping-pong, 0 idle connections", kind: :workload,
                  args: ["scale", "idle=0", "seconds=#{d}"], expect_s: d + 1),
         Case.new(id: "scale10k", title: "ping-pong, 10,000 idle connections", kind: :workload,
@@ -80,13 +77,34 @@ module Bench
                  args: ["memory", "count=#{q ? 3000 : 8000}", "what=io"], expect_s: 5)
       ]
       if ENV["BENCH_ONLY"]
-        only = ENV["BENCH_ONLY"].split(",").map(&:strip)
+        only = ENV["BENCH_ONLY"].split(",").map(&:strip).flat_map { |id| id == "scaling" ? SCALING_CASES : [id] }
         @cases_left_out = list.map(&:id) - only # for the run's notes (note_subset)
         list.select! { |c| only.include?(c.id) }
       end
       # Only a run that has the timers case checks (and may raise) vm.max_map_count.
       list.each { |c| c.args[1] = "count=#{timer_count(100_000)}" if c.id == "timers" && !q }
       list
+    end
+
+    # The HTTP hello server under wrk with c keep-alive connections: 64 and 1,000
+    # for every contender, the other counts for the scaling contenders only.
+    # From 4,000 connections the runs are longer: wrk spends the first second
+    # or so of each opening its connections, the server should serve them all
+    # a while (YJIT, the heap grown for that many fibers) before the measured
+    # run, and the steady part of that run (bench/lib/steady_window.rb) begins
+    # only once all are open.
+    def http_case(c, wrk_s)
+      many = c >= 4000 && !@quick
+      warmup = @quick ? 0 : (many ? 4 : 2)
+      seconds = many ? wrk_s + 3 : wrk_s
+      Case.new(id: "http#{c}", title: "HTTP hello, wrk #{count_text(c)} connections", kind: :http,
+               args: { connections: c, seconds: seconds, warmup: warmup }, expect_s: seconds + warmup + 6,
+               only: HTTP_EVERYONE.include?(c) ? nil : :scaling)
+    end
+
+    # 10000 => "10,000"
+    def count_text(n)
+      n.to_s.reverse.scan(/\d{1,3}/).join(",").reverse
     end
 
     def command(contender, script, *args)

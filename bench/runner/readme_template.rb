@@ -7,7 +7,7 @@ module Bench
     def readme(contenders, references, summary, info, plotted, generated_at = nil)
       stamp = (generated_at ? Time.parse(generated_at) : Time.now).utc.strftime("%Y-%m-%d %H:%M UTC")
       cfg = @quick ? "BENCH_QUICK=1 (short runs: 0.5 s per rate, wrk 2 s, 20,000 timers)" :
-                     "default (2 s per rate, wrk 2 s warm-up + 5 s, 100,000 timers)"
+                     "default (2 s per rate, wrk 2 s warm-up + 5 s (4 s + 8 s from 4,000 connections), 100,000 timers)"
       <<~MD
         # farce benchmarks
 
@@ -68,14 +68,19 @@ module Bench
         100,000 faster has more of them alive together and longer GC pauses, which is what its
         lateness p99 is made of.
 
-        The CPU rows split the HTTP server's CPU time over the wrk run by thread
+        The CPU rows split the HTTP server's CPU time over the steady part of the wrk run by thread
         (`/proc/PID/task/*/schedstat`): the main Ruby thread runs the event loop; the Go threads are
         those that appeared when farce's core started (sysmon, idle Ms, GC workers). Async has none.
-        "Server's CPU per request" is all of the server's threads over the requests served: what a
-        request costs whoever set the rate, and less disturbed by the machine's load than req/s.
+        "Server's CPU per request" is all of the server's threads over the requests it received in
+        that part: what a request costs whoever set the rate, and less disturbed by the machine's
+        load than req/s.
         "wrk's CPU" says who set the rate: near 100% the load generator was the limit, and the
         req/s of that row measure wrk, not the server (docs/benchmarks.md, "A harness for two
         cores").
+
+        ## Scaling with connections
+
+        #{scaling_section(contenders, summary).join("\n")}
 
         ## How close to the limit
 
@@ -129,7 +134,17 @@ module Bench
            sockets with `MSG_DONTWAIT`, so that a descriptor switched to blocking never blocks the loop).
         2. **HTTP hello**: `http_hello.rb`, a plain `TCPServer` with one task per connection and
            hand-written HTTP/1.1 keep-alive parsing; `wrk --latency -t1 -cN` for the req/s and the
-           p50/p99/max latencies, after a warm-up run on the same server (YJIT compiles there).
+           p50/p99/max latencies, after a warm-up run on the same server (YJIT compiles there)
+           whose connections the server has closed before the measured run starts. N is 64 and
+           1,000 for every contender, and 16, 256, 4,000 and 10,000 too for the scaling pairs
+           ("Scaling with connections"). The server's CPU per request is taken over the steady part
+           of the measured run: from when the kernel holds all N connections open at the server
+           (`/proc/net/tcp`) to half a second before wrk's end, over the requests the server's
+           sockets received meanwhile (`ss -ti`, one segment per request), so that it holds none of
+           wrk opening its connections (`lib/steady_window.rb`; a run with no such part falls back
+           on the whole run and says so in the notes). wrk's socket errors and non-2xx answers, and
+           the fewest connections open at the two ends of that part, are rows of their own: a run
+           that did not hold all N, or had errors, is named in the notes.
            The server and all its threads run on CPU 0 and wrk on CPU 1 (`taskset`; `BENCH_PIN=0`
            lets the kernel place them), so that neither takes the other's CPU. Async's server runs inside the sid chroot (`sid-run` shares the
            network namespace, so the host's wrk reaches it on 127.0.0.1).
@@ -166,8 +181,30 @@ module Bench
         `lib/farce/3.3/` (`lib/farce/3.4/`).
 
         Raw per-run numbers: `bench/results/latest.json` (not committed). Rerun a subset with e.g.
-        `BENCH_ONLY=pp1,http64 BENCH_RUNS=5 rake bench`.
+        `BENCH_ONLY=pp1,http64 BENCH_RUNS=5 rake bench`; the scaling rows and real Falcon alone with
+        `rake bench:scaling`.
       MD
+    end
+
+    # The "Scaling with connections" section: what the rows are, their table and the plot.
+    def scaling_section(contenders, summary)
+      lines = scaling_lines(contenders, summary)
+      return ["No scaling rows in this run (`rake bench:scaling`, or a full `rake bench`, measures them)."] if lines.empty?
+
+      pairs = scaling_pairs(contenders, summary).map { |f, a| "`#{f}` against `#{a}`" }
+      [<<~TEXT.strip, "", *lines, "", (@scaling_plotted ? "![the server's CPU per request against connections](scaling.svg)" : "")]
+        Where the cost of a request grows with the connections a server holds: the HTTP hello
+        server (workload 2) at #{HTTP_CONNECTIONS.map { |c| count_text(c) }.join(', ')} keep-alive
+        connections, #{pairs.join(' and ')}, and the 10,000-idle pair (workload 3). CPU per request
+        is every thread of the server over the steady part of the run, every connection open
+        (workload 2), and req/s is wrk's; ÷ is the median over runs of the same run's farce ÷ Async
+        (below 1 on CPU, above 1 on req/s is farce's win). "Open" is the fewest connections the
+        kernel held at the server in any run, "errors" every run's socket errors and non-2xx
+        answers summed: a count below the connections asked for, or errors, say the row measured
+        fewer connections than it names. The 64- and 1,000-connection figures are the main table's
+        rows. `rake bench:scaling` runs these rows alone (with real Falcon after them), and
+        `scaling.svg` plots the CPU column.
+      TEXT
     end
   end
 end

@@ -19,7 +19,7 @@ module Bench
     def fmt(value, unit)
       return "—" if value.nil?
 
-      if %w[ms KiB ratio µs].include?(unit) || unit.start_with?("%")
+      if %w[ms s KiB ratio µs].include?(unit) || unit.start_with?("%")
         value >= 100 ? value.round.to_s : format("%.3g", value)
       else
         value.round.to_s.reverse.scan(/\d{1,3}/).join(",").reverse
@@ -88,11 +88,14 @@ module Bench
       print_table(contenders, summary)
       puts limit_lines(contenders, references)
       puts production_targets(contenders, references, summary)
+      print_scaling(contenders, summary)
       return if ENV["BENCH_NO_README"] == "1"
 
       plotted = write_plot(contenders, summary)
+      write_scaling_plot(contenders, summary)
       File.write(File.join(BENCH, "README.md"), readme(contenders, references, summary, info, plotted))
-      warn "bench: wrote bench/README.md#{plotted ? ', bench/plot.svg' : ''} and bench/results/results-#{stamp}.json"
+      svgs = [("bench/plot.svg" if plotted), ("bench/scaling.svg" if @scaling_plotted)].compact
+      warn "bench: wrote bench/README.md, #{svgs.map { |f| "#{f}, " }.join}and bench/results/results-#{stamp}.json"
     end
 
     def table_lines(contenders, summary)
@@ -100,6 +103,8 @@ module Bench
       lines << "| workload | unit | #{contenders.join(' | ')} |"
       lines << "| --- | --- |#{' ---: |' * contenders.size}"
       summary.each do |row|
+        next if row["section"] == "scaling" # in the scaling table (bench/runner/scaling.rb)
+
         better = row["better"] == "higher" ? "↑" : "↓"
         cells = contenders.map { |c| cell_text(row["cells"][c], row["unit"], c) }
         lines << "| #{row['label']} | #{row['unit']} #{better} | #{cells.join(' | ')} |"

@@ -12,42 +12,8 @@ module Bench
                 plot: true, value: ->(r) { r.dig("ppsock1", "round_trips_per_second") }),
         Row.new(id: "pp100", label: "ping-pong, 100 pairs", unit: "round trips/s", better: :higher, plot: true,
                 value: ->(r) { r.dig("pp100", "round_trips_per_second") }),
-        Row.new(id: "http64", label: "HTTP, 64 conns", unit: "req/s", better: :higher, plot: true,
-                value: ->(r) { r.dig("http64", "requests_per_second") }),
-        Row.new(id: "http64us", label: "HTTP, 64 conns: server's CPU per request", unit: "µs", better: :lower,
-                value: ->(r) { r.dig("http64", "cpu_us_per_request") }),
-        Row.new(id: "http64wrk", label: "HTTP, 64 conns: wrk's CPU (near 100: wrk set the rate)", unit: "% CPU",
-                better: :lower, value: ->(r) { r.dig("http64", "wrk_cpu_pct") }),
-        Row.new(id: "http64p50", label: "HTTP, 64 conns, p50", unit: "ms", better: :lower,
-                value: ->(r) { r.dig("http64", "latency_p50_ms") }),
-        Row.new(id: "http64p99", label: "HTTP, 64 conns, p99", unit: "ms", better: :lower,
-                value: ->(r) { r.dig("http64", "latency_p99_ms") }),
-        Row.new(id: "http64max", label: "HTTP, 64 conns, max", unit: "ms", better: :lower,
-                value: ->(r) { r.dig("http64", "latency_max_ms") }),
-        Row.new(id: "http1000", label: "HTTP, 1,000 conns", unit: "req/s", better: :higher, plot: true,
-                value: ->(r) { r.dig("http1000", "requests_per_second") }),
-        Row.new(id: "http1000us", label: "HTTP, 1,000 conns: server's CPU per request", unit: "µs", better: :lower,
-                value: ->(r) { r.dig("http1000", "cpu_us_per_request") }),
-        Row.new(id: "http1000wrk", label: "HTTP, 1,000 conns: wrk's CPU (near 100: wrk set the rate)", unit: "% CPU",
-                better: :lower, value: ->(r) { r.dig("http1000", "wrk_cpu_pct") }),
-        Row.new(id: "http1000p50", label: "HTTP, 1,000 conns, p50", unit: "ms", better: :lower,
-                value: ->(r) { r.dig("http1000", "latency_p50_ms") }),
-        Row.new(id: "http1000p99", label: "HTTP, 1,000 conns, p99", unit: "ms", better: :lower,
-                value: ->(r) { r.dig("http1000", "latency_p99_ms") }),
-        Row.new(id: "http1000max", label: "HTTP, 1,000 conns, max", unit: "ms", better: :lower,
-                value: ->(r) { r.dig("http1000", "latency_max_ms") }),
-        Row.new(id: "http64cpu", label: "HTTP, 64 conns: main Ruby thread's CPU", unit: "% CPU", better: :lower,
-                value: ->(r) { r.dig("http64", "cpu_main_pct") }),
-        Row.new(id: "http64go", label: "HTTP, 64 conns: Go threads' CPU", unit: "% CPU", better: :lower,
-                value: ->(r) { r.dig("http64", "cpu_go_pct") }),
-        Row.new(id: "http64gous", label: "HTTP, 64 conns: Go threads' CPU per request", unit: "µs", better: :lower,
-                value: ->(r) { r.dig("http64", "go_us_per_request") }),
-        Row.new(id: "http1000cpu", label: "HTTP, 1,000 conns: main Ruby thread's CPU", unit: "% CPU", better: :lower,
-                value: ->(r) { r.dig("http1000", "cpu_main_pct") }),
-        Row.new(id: "http1000go", label: "HTTP, 1,000 conns: Go threads' CPU", unit: "% CPU", better: :lower,
-                value: ->(r) { r.dig("http1000", "cpu_go_pct") }),
-        Row.new(id: "http1000gous", label: "HTTP, 1,000 conns: Go threads' CPU per request", unit: "µs",
-                better: :lower, value: ->(r) { r.dig("http1000", "go_us_per_request") }),
+        *HTTP_EVERYONE.flat_map { |c| http_rows(c) },
+        *HTTP_EVERYONE.flat_map { |c| http_thread_rows(c) },
         Row.new(id: "scale0", label: "ping-pong, 0 idle conns", unit: "round trips/s", better: :higher,
                 value: ->(r) { r.dig("scale0", "round_trips_per_second") }),
         Row.new(id: "scale10k", label: "ping-pong, 10,000 idle conns", unit: "round trips/s", better: :higher,
@@ -95,8 +61,49 @@ module Bench
                   io = r.dig("memio", "bytes_per_task")
                   fb = r.dig("memfiber", "bytes_per_task")
                   io && fb ? ((io - fb) / 1024.0).round(2) : nil
-                })
+                }),
+        # the other connection counts, in the scaling table (bench/runner/scaling.rb)
+        *(HTTP_CONNECTIONS - HTTP_EVERYONE).flat_map { |c| http_rows(c) + http_thread_rows(c) }
+          .each { |row| row.section = :scaling }
       ]
+    end
+
+    # The rows of the HTTP case with c connections (ids http<c>..., labels
+    # "HTTP, 1,000 conns...": the ids and labels of the rows before the scaling
+    # counts, so that old READMEs compare).
+    def http_rows(c)
+      id = "http#{c}"
+      name = "HTTP, #{count_text(c)} conns"
+      at = ->(key) { ->(r) { r.dig(id, key) } }
+      [Row.new(id: id, label: name, unit: "req/s", better: :higher, plot: HTTP_EVERYONE.include?(c),
+               value: at.call("requests_per_second")),
+       Row.new(id: "#{id}us", label: "#{name}: server's CPU per request", unit: "µs", better: :lower,
+               value: at.call("cpu_us_per_request")),
+       Row.new(id: "#{id}wrk", label: "#{name}: wrk's CPU (near 100: wrk set the rate)", unit: "% CPU",
+               better: :lower, value: at.call("wrk_cpu_pct")),
+       Row.new(id: "#{id}p50", label: "#{name}, p50", unit: "ms", better: :lower, value: at.call("latency_p50_ms")),
+       Row.new(id: "#{id}p99", label: "#{name}, p99", unit: "ms", better: :lower, value: at.call("latency_p99_ms")),
+       Row.new(id: "#{id}max", label: "#{name}, max", unit: "ms", better: :lower, value: at.call("latency_max_ms")),
+       Row.new(id: "#{id}open", label: "#{name}: connections open at the server (fewest counted)", unit: "conns",
+               better: :higher, value: at.call("connections_open")),
+       Row.new(id: "#{id}err", label: "#{name}: wrk's errors (socket errors and non-2xx answers)", unit: "errors",
+               better: :lower, value: at.call("errors")),
+       # how long the steady part was (bench/lib/steady_window.rb); none: the CPU rows are over the whole run
+       Row.new(id: "#{id}steady", label: "#{name}: steady part the CPU rows are over (— : the whole run)", unit: "s",
+               better: :higher, value: at.call("window_s"))]
+    end
+
+    # Where the server's CPU went by thread (bench/runner/running.rb, cpu_split).
+    def http_thread_rows(c)
+      id = "http#{c}"
+      name = "HTTP, #{count_text(c)} conns"
+      at = ->(key) { ->(r) { r.dig(id, key) } }
+      [Row.new(id: "#{id}cpu", label: "#{name}: main Ruby thread's CPU", unit: "% CPU", better: :lower,
+               value: at.call("cpu_main_pct")),
+       Row.new(id: "#{id}go", label: "#{name}: Go threads' CPU", unit: "% CPU", better: :lower,
+               value: at.call("cpu_go_pct")),
+       Row.new(id: "#{id}gous", label: "#{name}: Go threads' CPU per request", unit: "µs", better: :lower,
+               value: at.call("go_us_per_request"))]
     end
   end
 end

@@ -81,6 +81,7 @@ module Bench
       if kase.args[:warmup].positive?
         progress("#{label} warm-up")
         run_wrk(["-c#{c}", "-d#{kase.args[:warmup]}s", "--timeout", "10s", url], 60)
+        drain(port.to_i, label)
       end
       cpu0 = thread_cpu(server_pid)
       t0 = now
@@ -90,20 +91,33 @@ module Bench
         wrk, wrk_cpu = run_wrk(["-c#{c}", "-d#{kase.args[:seconds]}s", "--latency", "--timeout", "10s", url],
                                kase.args[:seconds] + 60)
       end
+      tick = -> { progress("#{label} #{(now - t0).round}/#{kase.args[:seconds]}s") if @tty }
+      window = SteadyWindow.new(port.to_i, c, kase.args[:seconds]) { thread_cpu(server_pid) }.watch(wrk_thread, t0, &tick)
       while wrk_thread.alive?
-        progress("#{label} #{(now - t0).round}/#{kase.args[:seconds]}s") if @tty
+        tick.call
         wrk_thread.join(0.5)
       end
       return { "error" => "wrk failed" } unless wrk
 
       result = parse_wrk(wrk)
       wall = now - t0
-      result.merge!(cpu_split(cpu0, thread_cpu(server_pid), wall, server_pid, ruby_tids, result["requests"]))
+      if window.requests.to_i.positive?
+        # the steady part: every connection open, none being set up (bench/lib/steady_window.rb)
+        result.merge!(cpu_split(window.before, window.after, window.seconds, server_pid, ruby_tids, window.requests))
+        result["window_s"] = window.seconds.round(2)
+        result["window_requests"] = window.requests
+        result["window_opened_s"] = window.opened_s.round(2)
+      else
+        result.merge!(cpu_split(cpu0, thread_cpu(server_pid), wall, server_pid, ruby_tids, result["requests"]))
+        @notes << "#{label}: no steady window (#{which('ss') ? "wrk did not hold all #{c} connections by halfway" : 'no ss'}): " \
+                  "the server's CPU per request is over the whole run, the connections' setup included"
+      end
       result["wrk_cpu_pct"] = (wrk_cpu / wall * 100).round(1) if wrk_cpu && wall.positive?
       if result["wrk_cpu_pct"].to_f >= WRK_BOUND_PCT
         @notes << "#{label}: wrk used #{result['wrk_cpu_pct']}% of a CPU, so it set the rate; its req/s measure " \
                   "the load generator (the server's CPU per request does not depend on it)"
       end
+      check_connections(result, wrk, window.open || [], c, label)
       { "contender" => contender, "result" => result, "versions" => { "ruby" => ruby_version } }
     ensure
       if io
@@ -115,6 +129,34 @@ module Bench
         wait_or_kill(pid, 5) if pid
         io.close rescue nil
       end
+    end
+
+    # How long the server may take to close the warm-up's connections.
+    DRAIN_S = 30
+
+    # After the warm-up: waits until the server has closed every connection of
+    # the warm-up's wrk, so that the measured run's CPU holds none of their
+    # closing (10,000 of them at the largest count).
+    def drain(port, label)
+      left = TcpCensus.drain(port, DRAIN_S)
+      @notes << "#{label}: #{left} connections of the warm-up still open #{DRAIN_S} s after it ended" if left.positive?
+    end
+
+    # wrk's errors and the connections it held, in the result and, where
+    # something went wrong, in the run's notes: wrk itself prints them in a line
+    # the figures would not show, and says nothing about connections it never opened.
+    def check_connections(result, out, open, connections, label)
+      result["errors"] = result["socket_errors"].to_i + result["non_2xx"].to_i
+      result["connections_open"] = open.min
+      result["connections_open_counted"] = open
+      if result["errors"].positive?
+        detail = [out[/^\s*Socket errors:.*$/]&.strip, ("non-2xx answers #{result['non_2xx']}" if result["non_2xx"].to_i.positive?)]
+        @notes << "#{label}: wrk reported #{result['errors']} errors (#{detail.compact.join('; ')})"
+      end
+      return unless open.min && open.min < connections
+
+      @notes << "#{label}: wrk was asked for #{connections} connections; the kernel held #{open.min} of them open at the " \
+                "server at the fewest (counted when all should have been open and again near the run's end)"
     end
 
     # CPU time (ns) of each thread of the server: schedstat's run time, or
@@ -160,7 +202,11 @@ module Bench
 
     def run_all(contenders, kases, references = [])
       @raw = Hash.new { |h, k| h[k] = Hash.new { |h2, k2| h2[k2] = [] } }
-      for_case = ->(kase) { REFERENCE_CASES.include?(kase.id) ? contenders + references : contenders }
+      scaling = scaling_contenders(contenders)
+      for_case = lambda do |kase|
+        list = kase.only == :scaling ? scaling : contenders
+        REFERENCE_CASES.include?(kase.id) ? list + references : list
+      end
       total = kases.sum { |k| for_case.call(k).size } * @runs
       step = 0
       kases.each do |kase|

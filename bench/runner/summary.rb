@@ -54,7 +54,7 @@ module Bench
         next if cells.values.all? { |cell| cell["median"].nil? }
 
         { "id" => row.id, "label" => row.label, "unit" => row.unit, "better" => row.better.to_s,
-          "plot" => row.plot ? true : false, "cells" => cells }
+          "plot" => row.plot ? true : false, "section" => row.section&.to_s, "cells" => cells }
       end
     end
   end

@@ -1,11 +1,11 @@
 # frozen_string_literal: true
 
-# The machine's side of a run: the tools a run needs (wrk, gnuplot, a built farce) and
-# child processes run with a deadline (capture, wait_or_kill).
+# The machine's side of a run: the tools a run needs (wrk, gnuplot, a built farce, descriptors
+# enough) and child processes run with a deadline (capture, wait_or_kill).
 module Bench
   class Runner
     def ensure_tools
-      missing = { "wrk" => "wrk", "gnuplot" => "gnuplot-nox" }.reject { |bin, _| which(bin) }
+      missing = { "wrk" => "wrk", "gnuplot" => "gnuplot-nox", "ss" => "iproute2" }.reject { |bin, _| which(bin) }
       return if missing.empty?
 
       if Process.uid.zero? && which("apt-get")
@@ -15,7 +15,22 @@ module Bench
           (system("apt-get", "update") && system("apt-get", "install", "-y", *pkgs))
       end
       abort "bench: wrk is required (apt-get install -y wrk)" unless which("wrk")
-      warn "bench: gnuplot not found; the plot will not be regenerated" unless which("gnuplot")
+      warn "bench: gnuplot not found; the plots will not be regenerated" unless which("gnuplot")
+      warn "bench: ss not found; the HTTP rows' CPU per request will be over whole runs (bench/lib/steady_window.rb)" unless which("ss")
+    end
+
+    # wrk holds every connection of an HTTP case, and so does the server (which
+    # raises its own soft limit to the hard one; wrk does not): both inherit the
+    # limit raised here.
+    def ensure_descriptors(kases)
+      most = kases.select { |k| k.kind == :http }.map { |k| k.args[:connections] }.max
+      return unless most
+
+      limit = DescriptorLimit.raise_to(most + 1024)
+      return if limit >= most + 64
+
+      @notes << "only #{limit} descriptors per process (ulimit -n; could not raise it): wrk cannot hold #{most} " \
+                "connections, see the rows' open connections and errors"
     end
 
     def which(bin)
