@@ -30,7 +30,7 @@ class AppsFalconTest < Minitest::Test
 
   def test_sinatra_on_falcon_with_a_database_pool_under_load
     skip "no Falcon: FARCE_APPS_FALCON is not set (rake test:apps sets it from FARCE_PEER_SUITES)" unless FALCON
-    clients_case("falcon", "Sinatra + ActiveRecord pool 5: 50 fibers x 10, then wrk", needs: :pg, timeout: 45) do |c|
+    clients_case("falcon", "Sinatra + ActiveRecord pool 5: #{FIBERS} fibers x #{ROUNDS}, then wrk", needs: :pg, timeout: 45) do |c|
       serve(c) { |port, log| load_case(c, port, log) }
     end
   end
@@ -68,12 +68,12 @@ class AppsFalconTest < Minitest::Test
     assert_operator peak, :>, 5, "never more requests in flight than connections: the pool was never contended"
     hits = PG.connect(ClientsSuite::PG) { |conn| conn.exec("SELECT sum(hits) FROM #{@table}").getvalue(0, 0).to_i }
     assert_equal FIBERS * ROUNDS, hits, "hits counted in transactions"
-    c.note("wrk: #{requests} requests in 2 s (#{wrk[%r{Latency\s+\S+}]}); #{peak} requests in flight at most; server log #{File.basename(log)}")
+    c.note("wrk: #{requests} requests in 1 s (#{wrk[%r{Latency\s+\S+}]}); #{peak} requests in flight at most; server log #{File.basename(log)}")
   end
 
   # Makes the widgets table, starts Falcon on a free port, waits until it
-  # serves, yields [port, log], stops it (TERM to its process group, KILL
-  # after 5 s) and drops the table.
+  # serves, yields [port, log], stops it (TERM, KILL after 5 s) and drops
+  # the table.
   def serve(c)
     @table = AppsSuite.table("widgets")
     PG.connect(ClientsSuite::PG) do |conn|
@@ -90,8 +90,10 @@ class AppsFalconTest < Minitest::Test
             # a Gemfile that does not exist is one it skips
             "BUNDLE_GEMFILE" => File.join(logs, "no-Gemfile") }
     env.merge!("IO_EVENT_SELECTOR" => "Farce", "RUBYOPT" => "-I#{AppsSuite::LIB} -rfarce/io_event") if c.farce?
+    # one process (its container's one worker is a thread), in the case's
+    # process group: a run killed as a whole takes it along
     pid = Process.spawn(env, RbConfig.ruby, FALCON, "serve", "-b", "http://127.0.0.1:#{port}", "-c", APP, "--threaded", "-n", "1",
-                        chdir: logs, in: File::NULL, out: log, err: %i[child out], pgroup: true)
+                        chdir: logs, in: File::NULL, out: log, err: %i[child out])
     begin
       wait_until_serving(c, pid, port, log)
       yield port, log
@@ -113,10 +115,10 @@ class AppsFalconTest < Minitest::Test
   end
 
   def stop(c, pid)
-    Process.kill("TERM", -pid)
+    Process.kill("TERM", pid)
     deadline = c.now + 5
     sleep 0.02 until Process.wait2(pid, Process::WNOHANG) || c.now > deadline
-    Process.kill("KILL", -pid)
+    Process.kill("KILL", pid)
     Process.wait2(pid) rescue nil # rubocop:disable Style/RescueModifier -- reaped above
   rescue Errno::ESRCH, Errno::ECHILD
     nil
@@ -131,9 +133,9 @@ class AppsFalconTest < Minitest::Test
     response.body
   end
 
-  # wrk for 2 s, 50 connections, one thread; its report.
+  # wrk for 1 s, 50 connections, one thread; its report.
   def run_wrk(port)
-    IO.popen(["wrk", "-t", "1", "-c", "50", "-d", "2s", "--timeout", "10s", "http://127.0.0.1:#{port}/widgets/7"],
+    IO.popen(["wrk", "-t", "1", "-c", "50", "-d", "1s", "--timeout", "10s", "http://127.0.0.1:#{port}/widgets/7"],
              err: %i[child out], &:read)
   end
 end

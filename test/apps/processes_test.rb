@@ -7,17 +7,17 @@ require "tmpdir"
 # Child processes the ways applications start them, from fibers at once:
 # Open3.capture2/capture3, IO.popen, system, backticks, spawn with
 # Process.wait, and Process.waitall; with and without a trap("CHLD")
-# handler, which programs that supervise children install. Each form's 10
-# children wait for one another (AppsSuite.rendezvous_sh): if the loop ran
+# handler, which programs that supervise children install. Each form's
+# children (one per fiber) wait for one another (AppsSuite.rendezvous_sh): if the loop ran
 # them one at a time, the first would wait alone and fail.
 class AppsProcessesTest < Minitest::Test
   include ClientsSuite::Case
 
-  FIBERS = 10
+  FIBERS = 5
   FORMS = %w[capture3 capture2 popen system backticks spawn].freeze
 
   def test_each_form_from_ten_fibers
-    clients_case("process", "Open3, popen, system, ``, spawn: 10 fibers at once") do |c|
+    clients_case("process", "Open3, popen, system, ``, spawn: #{FIBERS} fibers at once") do |c|
       forms_case(c)
     end
   end
@@ -37,7 +37,7 @@ class AppsProcessesTest < Minitest::Test
   end
 
   def test_waitall_from_a_fiber
-    clients_case("process", "Process.waitall in a fiber, 10 children, trap(\"CHLD\")") do |c|
+    clients_case("process", "Process.waitall in a fiber, #{FIBERS} children, trap(\"CHLD\")") do |c|
       signals = 0
       previous = trap("CHLD") { signals += 1 }
       ticks = 0

@@ -19,8 +19,9 @@ class AppsSqliteTest < Minitest::Test
                "busy_handler_timeout= (sqlite3 >= 2.0) waits in Ruby and is the fiber-friendly form"
 
   def test_busy_timeout_contended_by_two_connections
-    clients_case("sqlite", "busy_timeout: a writer waits for another's transaction", limit: BUSY_LIMIT) do |c|
-      contended(c) { |db| db.busy_timeout = 1000 }
+    clients_case("sqlite", "busy_timeout: a writer waits for another's transaction", limit: BUSY_LIMIT,
+                                                                                    holds_the_loop: true) do |c|
+      contended(c) { |db| db.busy_timeout = 500 }
     end
   end
 

@@ -29,10 +29,10 @@ class AppsTimeoutTest < Minitest::Test
   include ClientsSuite::Case
 
   DEADLINE = 0.3
-  # The calls take 3 s (2 s where they wait in C); Timeout::Error must come
-  # well before that.
-  LATE = DEADLINE + 1.2
-  SLOW = 3
+  # The calls take 1.5 s (the waits in C 1.5 to 2 s); Timeout::Error must
+  # come well before that.
+  LATE = DEADLINE + 0.7
+  SLOW = 1.5
 
   HELD_LIMIT = "the call waits in C without asking the scheduler (the GVL released or not), so no event loop " \
                "runs to fire Timeout's timer before the call returns; without a scheduler Timeout raises from its " \
@@ -60,7 +60,7 @@ class AppsTimeoutTest < Minitest::Test
   end
 
   def test_pg_exec
-    clients_case("timeout", "pg: exec(pg_sleep(3)), then reset", needs: :pg) do |c|
+    clients_case("timeout", "pg: exec(pg_sleep(1.5)), then reset", needs: :pg) do |c|
       conn = PG.connect(ClientsSuite::PG)
       times_out(c) { conn.exec("SELECT pg_sleep(#{SLOW})") }
       conn.reset
@@ -70,7 +70,7 @@ class AppsTimeoutTest < Minitest::Test
   end
 
   def test_mysql2_query
-    clients_case("timeout", "mysql2: query(SLEEP(3)), then a new client", needs: :mysql, blocks: "Mysql2::Client.new") do |c|
+    clients_case("timeout", "mysql2: query(SLEEP(1.5)), then a new client", needs: :mysql, blocks: "Mysql2::Client.new") do |c|
       connect = -> { Mysql2::Client.new(host: "127.0.0.1", port: ClientsSuite::MYSQL_PORT, username: "root", connect_timeout: 5) }
       client = connect.call
       times_out(c) { client.query("SELECT SLEEP(#{SLOW})") }
@@ -81,7 +81,7 @@ class AppsTimeoutTest < Minitest::Test
   end
 
   def test_redis_blpop
-    clients_case("timeout", "redis: BLPOP 3, then the same client", needs: :redis) do |c|
+    clients_case("timeout", "redis: BLPOP 1.5, then the same client", needs: :redis) do |c|
       redis = Redis.new(host: "127.0.0.1", port: ClientsSuite::REDIS_PORT)
       key = "#{ClientsSuite::PREFIX}:timeout"
       times_out(c) { redis.blpop(key, timeout: SLOW) }
@@ -91,7 +91,7 @@ class AppsTimeoutTest < Minitest::Test
   end
 
   def test_activerecord_query
-    clients_case("timeout", "ActiveRecord pg: pg_sleep(3), then the pool", needs: :pg) do |c|
+    clients_case("timeout", "ActiveRecord pg: pg_sleep(1.5), then the pool", needs: :pg) do |c|
       ActiveSupport::IsolatedExecutionState.isolation_level = :fiber
       ActiveRecord::Base.establish_connection(AppsSuite.activerecord_pg(pool: 2, checkout_timeout: 5))
       pool = ActiveRecord::Base.connection_pool
@@ -104,7 +104,7 @@ class AppsTimeoutTest < Minitest::Test
   end
 
   def test_sequel_query
-    clients_case("timeout", "Sequel pg: pg_sleep(3), then the pool", needs: :pg) do |c|
+    clients_case("timeout", "Sequel pg: pg_sleep(1.5), then the pool", needs: :pg) do |c|
       Sequel.extension :fiber_concurrency
       db = Sequel.connect(max_connections: 2, pool_timeout: 5, **AppsSuite.sequel_pg)
       times_out(c) { db.fetch("SELECT 1 AS one FROM pg_sleep(#{SLOW}) /* #{marker} */").all }
@@ -156,7 +156,7 @@ class AppsTimeoutTest < Minitest::Test
   end
 
   def test_open3_child
-    clients_case("timeout", "Open3.popen3: waiting for `sleep 3`, then kill it") do |c|
+    clients_case("timeout", "Open3.popen3: waiting for `sleep 1.5`, then kill it") do |c|
       Open3.popen3("sleep", SLOW.to_s) do |stdin, stdout, stderr, wait|
         times_out(c) { wait.value }
         Process.kill("KILL", wait.pid)
@@ -167,14 +167,14 @@ class AppsTimeoutTest < Minitest::Test
   end
 
   def test_sqlite_busy_timeout
-    clients_case("timeout", "sqlite3: a 2 s busy_timeout wait", limit: HELD_LIMIT, holds_the_loop: true) do |c|
+    clients_case("timeout", "sqlite3: a 1.5 s busy_timeout wait", limit: HELD_LIMIT, holds_the_loop: true) do |c|
       Dir.mktmpdir do |dir|
         path = File.join(dir, "apps.sqlite3")
         holder = SQLite3::Database.new(path)
         holder.execute("CREATE TABLE t (n INTEGER)")
         holder.execute("BEGIN IMMEDIATE")
         waiter = SQLite3::Database.new(path)
-        waiter.busy_timeout = 2000
+        waiter.busy_timeout = 1500
         times_out(c) { waiter.execute("INSERT INTO t VALUES (1)") }
         [holder, waiter].each(&:close)
       end

@@ -253,7 +253,7 @@ module ClientsSuite
       loop do
         left = deadline - now
         if left <= 0
-          Process.kill("KILL", pid)
+          kill_tree(pid)
           Process.waitpid(pid)
           return { error: Minitest::Assertion.new("hung: no answer in #{timeout} s on #{ClientsSuite.loop_name} " \
                                                   "(Ruby #{RUBY_VERSION}); the child was killed") }
@@ -272,6 +272,25 @@ module ClientsSuite
       end
 
       Marshal.load(data) # rubocop:disable Security/MarshalLoad -- our own child's answer
+    end
+
+    # KILLs the child and every process it started (servers, pipelines),
+    # however deep: a case killed for hanging must leave nothing running.
+    # The descendants are found by parent pid in /proc, before any of them
+    # dies and is reparented.
+    def kill_tree(pid)
+      parents = Dir["/proc/[0-9]*/stat"].to_h do |stat|
+        [Integer(stat[%r{/proc/(\d+)/}, 1]), Integer(File.read(stat).sub(/\A\d+ \(.*\) /m, "").split[1])]
+      rescue Errno::ENOENT, Errno::ESRCH, ArgumentError
+        [0, 0]
+      end
+      tree = [pid]
+      tree.each { |p| tree.concat(parents.select { |_, parent| parent == p }.keys) } # grows while it is walked
+      tree.each do |p|
+        Process.kill("KILL", p)
+      rescue Errno::ESRCH
+        nil
+      end
     end
 
     def print_row(row)
