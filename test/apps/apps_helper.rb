@@ -92,6 +92,37 @@ module AppsSuite
       "while [ ! -e #{go} ]; do i=$((i+1)); [ $i -gt #{(seconds / 0.05).ceil} ] && exit 9; sleep 0.05; done"
   end
 
+  # A gate for the first `count` fibers that reach it: each waits (up to
+  # `seconds`) until all of them are there, then they go on together; the
+  # fibers that come later pass. Fibers that a pool or a loop ran one at a
+  # time never meet at it, and the fibers that hold a pool's connections
+  # meet at it only if all of them hold one at once.
+  class Gate
+    def initialize(count, seconds: 5)
+      @count = count
+      @seconds = seconds
+      @arrived = 0
+      @lock = Mutex.new
+      @opened = ConditionVariable.new
+    end
+
+    # Whether all `count` met (true also for a fiber that came later).
+    def pass
+      @lock.synchronize do
+        @arrived += 1
+        @opened.broadcast if @arrived == @count
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + @seconds
+        while @arrived < @count
+          left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          return false if left <= 0
+
+          @opened.wait(@lock, left)
+        end
+        true
+      end
+    end
+  end
+
   # The command that runs a Ruby script of this suite on the case's loop:
   # the environment that chose the loop (FARCE_CLIENTS_LOOP, FARCE_BACKEND,
   # IO_EVENT_SELECTOR) is inherited; farce's lib/ is on the load path.

@@ -33,8 +33,9 @@ class AppsSequelTest < Minitest::Test
 
   # 50 fibers: each a transaction of two inserts around a wait on the server,
   # holding its connection meanwhile, then a read of its rows. Checked: every
-  # row; the 5 connections held at once at some point; afterwards all back in
-  # the pool, no fiber waiting.
+  # row; the first 5 fibers meet at a gate while each holds its connection
+  # (the pool served 5 at once); afterwards all back in the pool, no fiber
+  # waiting.
   def pool_case(c, sleep_sql, **options)
     Sequel.extension :fiber_concurrency
     db = Sequel.connect(max_connections: 5, pool_timeout: 10, **options)
@@ -43,25 +44,20 @@ class AppsSequelTest < Minitest::Test
       Integer :fiber, null: false
       Integer :step, null: false
     end
-    in_use = 0
-    peak = 0
-    counts = c.fibers(50) do |i|
-      db.transaction do
+    gate = AppsSuite::Gate.new(5)
+    results = c.fibers(50) do |i|
+      met = db.transaction do
         db[table].insert(fiber: i, step: 1)
-        db.synchronize do
-          in_use += 1
-          peak = in_use if in_use > peak
-          db.fetch(sleep_sql).all
-        ensure
-          in_use -= 1
-        end
+        db.fetch(sleep_sql).all
+        passed = gate.pass
         db[table].insert(fiber: i, step: 2)
+        passed
       end
-      db[table].where(fiber: i).order(:step).select_map(:step)
+      [db[table].where(fiber: i).order(:step).select_map(:step), met]
     end
-    assert_equal Array.new(50) { [1, 2] }, counts
+    assert_equal Array.new(50) { [1, 2] }, results.map(&:first)
     assert_equal 100, db[table].count
-    assert_equal 5, peak, "the fibers never held the pool's 5 connections at once"
+    assert results.all?(&:last), "5 fibers never held the pool's 5 connections at once"
     assert_operator db.pool.size, :<=, 5
     assert_equal 0, db.pool.num_waiting, "fibers still waiting for a connection"
     # all_connections yields the idle ones (this fiber holds none): all of them
