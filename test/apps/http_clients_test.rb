@@ -17,7 +17,7 @@ require "curb"
 class AppsHttpClientsTest < Minitest::Test
   include ClientsSuite::Case
 
-  FIBERS = 20
+  FIBERS = 10
   ROUNDS = 5
 
   # Each library as a tiny adapter: new(base, shared), get(path) -> body,

@@ -31,6 +31,10 @@ module ClientsSuite
   TICK = 0.005 # the ticker's sleep; its worst overshoot is the loop's worst gap
   STALL_THRESHOLD = 0.1 # farce's stall reports, for the calls that block by design
   CASE_TIMEOUT = Integer(ENV.fetch("FARCE_CLIENTS_CASE_TIMEOUT", "20"))
+  # The loop's library, loaded here once rather than in every case's child
+  # (Async's require alone is about 0.1 s a case). Neither starts anything
+  # when loaded: farce's Go core is opened at its first use, in the child.
+  LOOP == "async" ? require("async") : require("farce")
 
   def self.loop_name
     LOOP == "async" ? "async-#{ENV.fetch('IO_EVENT_SELECTOR', 'default')}" : (ENV["FARCE_BACKEND"] || "auto")
