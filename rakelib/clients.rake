@@ -24,13 +24,15 @@ CLIENTS_RUN_TIMEOUT = 300
 # One run: the suite's files under one Ruby and one loop; its rows are
 # appended to results (a JSON-lines file under tmp/, which the chroot sees
 # at the same path since it binds the repository).
-def clients_run(version, label, env, files, results)
-  puts "\n-- test:clients: Ruby #{version}, #{label}"
+# task: the rake task's name for the output; timeout: the whole run's
+# limit; outer: environment for the runner itself (.ci/ruby-run, e.g. SID_BIND).
+def clients_run(version, label, env, files, results, task: "test:clients", timeout: CLIENTS_RUN_TIMEOUT, outer: {})
+  puts "\n-- #{task}: Ruby #{version}, #{label}"
   requires = files.map { |f| "require File.expand_path(#{f.dump})" }.join(";")
   cmd = [*ruby_runner(version), "env", *env.map { |k, v| "#{k}=#{v}" }, "FARCE_CLIENTS_RESULTS=#{results}",
          "ruby", "-W0", "-Ilib", "-Itest", "-e", requires]
   started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  ok = clients_spawn_bounded(cmd, CLIENTS_RUN_TIMEOUT)
+  ok = clients_spawn_bounded(cmd, timeout, task: task, env: outer)
   seconds = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
   puts format("-- Ruby %s, %s: %s in %.1f s", version, label, ok ? "passed" : "FAILED", seconds)
   [ok, seconds]
@@ -40,16 +42,16 @@ end
 # seconds, or when this process is interrupted (Ctrl-C, TERM), the whole
 # group goes (the test process, its case children, the chroot's shell), so
 # that nothing outlives the task. Returns whether cmd succeeded.
-def clients_spawn_bounded(cmd, timeout)
+def clients_spawn_bounded(cmd, timeout, task: "test:clients", env: {})
   # setpriv --pdeathsig: killed outright (no rescue runs), this process takes the run with it
-  pid = Process.spawn("setpriv", "--pdeathsig", "KILL", "--", *cmd, chdir: ROOT, pgroup: true)
+  pid = Process.spawn(env, "setpriv", "--pdeathsig", "KILL", "--", *cmd, chdir: ROOT, pgroup: true)
   deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
   loop do
     _, status = Process.waitpid2(pid, Process::WNOHANG)
     return status.success? if status
 
     if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-      warn "test:clients: no end after #{timeout} s: killed"
+      warn "#{task}: no end after #{timeout} s: killed"
       Process.kill("KILL", -pid)
       Process.waitpid(pid)
       return false
@@ -68,16 +70,18 @@ end
 
 # The table: one row per library, one column per Ruby and loop; each cell
 # "passed/cases, seconds (the cases' wall time), worst gap in ms".
-def clients_table(rows, columns)
+def clients_table(rows, columns, libraries = CLIENTS_LIBRARIES)
   cells = rows.group_by { |r| [r["library"], "#{r['ruby']} #{r['loop']}"] }
   width = [17, *columns.map(&:size)].max
-  lines = [format("%-7s", "") + columns.map { |c| c.rjust(width + 2) }.join]
-  CLIENTS_LIBRARIES.each do |library|
-    line = format("%-7s", library)
+  label = "%-#{[7, *libraries.map(&:size)].max}s"
+  lines = [format(label, "") + columns.map { |c| c.rjust(width + 2) }.join]
+  libraries.each do |library|
+    line = format(label, library)
     columns.each do |column|
-      cases = cells[[library, column]] || []
+      all = cells[[library, column]] || []
+      cases = all.reject { |r| r["status"] == "skip" }
       if cases.empty?
-        line << "-".rjust(width + 2)
+        line << (all.empty? ? "-" : "skipped").rjust(width + 2)
         next
       end
       passed = cases.count { |r| r["status"] == "pass" }
