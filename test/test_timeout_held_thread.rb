@@ -49,6 +49,15 @@ class TestTimeoutHeldThread < Minitest::Test
     assert_equal %i[inner_ensure block_ensure], events, "raised in the held sleep, every ensure clause ran"
   end
 
+  # The same once the loop resumes the fiber (above, the Timeout is in the
+  # fiber's first turn, which Fiber.schedule starts).
+  def test_a_fiber_the_loop_resumed_is_raised_into_too
+    guarded_farce do
+      sleep 0.01
+      assert_raises(Timeout::Error) { Timeout.timeout(0.1) { hold(HELD) } }
+    end
+  end
+
   # (Timeout 0.4.3 and later raise their own ExitException in the block and
   # a new Timeout::Error outside it, whose backtrace starts there: the
   # class the caller passes is raised as it is.)
@@ -139,6 +148,23 @@ class TestTimeoutHeldThread < Minitest::Test
       end
       assert_instance_of inner, error
     end
+  end
+
+  # The watcher thread is the parent's: a forked child starts its own.
+  def test_a_child_forked_after_the_watcher_started
+    skip "no fork here" unless Process.respond_to?(:fork)
+    guarded_farce { Timeout.timeout(0.01) { hold(0.1) } rescue nil } # the parent's watcher runs now
+    pid = fork do
+      timed_out = begin
+        Timeout.timeout(20) { Farce.run(backend: backend) { Timeout.timeout(0.1) { hold(HELD) } } }
+        false
+      rescue Timeout::Error
+        true
+      end
+      exit!(timed_out ? 0 : 1)
+    end
+    Process.wait(pid)
+    assert_predicate $?, :success?, "the child's held fiber got no Timeout::Error"
   end
 
   # Ruby 3.4's TCPSocket.new waits for its connections in

@@ -45,7 +45,7 @@ module Farce
         reset unless @generation == RubyLoop.fork_generation
         due = monotonic + seconds + GRACE
         # before the comparison: a look that starts from now on sees it
-        @schedulers[scheduler] = true
+        @schedulers[scheduler] = true unless @schedulers.key?(scheduler)
         return if due >= @armed
 
         @mutex.synchronize do
@@ -56,6 +56,10 @@ module Farce
           start unless @thread&.alive?
         end
         nil
+      rescue ThreadError
+        # in a trap handler (no Mutex there), or no thread to be had: this
+        # alarm is the loop's alone, as before
+        nil
       end
 
       private
@@ -64,7 +68,9 @@ module Farce
       # watcher thread, mutex and schedulers are not the child's).
       def reset
         @generation = RubyLoop.fork_generation
-        @schedulers = {}.compare_by_identity
+        # weak: a scheduler dropped without close is still collected (and
+        # its core freed by the GC); a closed one has no alarms to look at
+        @schedulers = ObjectSpace::WeakMap.new
         @mutex = Thread::Mutex.new
         @wake = Thread::ConditionVariable.new
         @armed = NEVER # when the watcher looks next (NEVER while it looks: every alarm then wakes it)
@@ -95,17 +101,13 @@ module Farce
         end
       end
 
-      # Every scheduler with alarms raises those its fiber holds the thread
-      # past; the earliest time anything is left to look at (NEVER if
-      # nothing is). A closed scheduler has no alarms left.
+      # Every scheduler that had alarms raises those its fiber holds the
+      # thread past; the earliest time anything is left to look at (NEVER
+      # if nothing is). A closed scheduler answers nil: no alarms left.
       def look
         now = monotonic
         earliest = NEVER
         @schedulers.keys.each do |scheduler|
-          if scheduler.closed?
-            @schedulers.delete(scheduler)
-            next
-          end
           delay = scheduler.__send__(:__raise_held_alarms, GRACE)
           earliest = [earliest, now + delay].min if delay
         rescue StandardError

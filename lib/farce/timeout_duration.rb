@@ -30,6 +30,8 @@ module Farce
         raise TypeError, "can't convert #{duration.class} into time interval" unless duration.is_a?(Numeric)
 
         seconds = duration.to_f
+        return seconds if seconds >= 0 && seconds <= FOREVER # every Timeout's answer (NaN is neither)
+
         sleep_error(duration, seconds) if sleeping_timeout?
         return nil if seconds.nan? || seconds > FOREVER
 
