@@ -205,8 +205,10 @@ module Farce
         elsif owner && owner.equal?(alarm.fiber)
           held = alarm if !held || alarm.deadline < held.deadline
           next
-        else
+        elsif @running
           look = overdue.clamp(grace, 0.1) # see the native overdue_look_ns
+        else
+          next # outside run: the loop raises it when it runs (the native loop's reason)
         end
         earliest = look if !earliest || look < earliest
       end

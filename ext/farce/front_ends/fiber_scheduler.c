@@ -784,12 +784,12 @@ static VALUE sched_alarm(VALUE self, VALUE fiber, VALUE seconds, VALUE klass, VA
 
 /* How long an alarm past its due time waits for the next look while its
  * fiber is not the one running: the loop raises it when it comes back, and
- * until then something else holds the thread (another fiber, or code
- * outside `run`). The longer that lasts, the less often it is looked at
- * (from grace up to 0.1 s), so a thread held for minutes does not wake the
- * watcher a hundred times a second; looked at, because the loop may come
- * back and resume this fiber for another reason, ahead of its alarm in
- * the same batch, and the fiber may hold the thread then. */
+ * until then another fiber holds the thread. The longer that lasts, the
+ * less often it is looked at (from grace up to 0.1 s), so a thread held
+ * for minutes does not wake the watcher a hundred times a second; looked
+ * at, because the loop may come back and resume this fiber for another
+ * reason, ahead of its alarm in the same batch, and the fiber may hold the
+ * thread then. */
 static int64_t overdue_look_ns(int64_t overdue, int64_t grace)
 {
     int64_t look = overdue < grace ? grace : overdue;
@@ -860,8 +860,14 @@ static VALUE sched_raise_held_alarms(VALUE self, VALUE grace_v)
                 held_deadline = deadline;
             }
             continue;
-        } else {
+        } else if (s->running) {
             look = overdue_look_ns(overdue, grace);
+        } else {
+            /* outside `run` (the thread's own code holds it) nothing
+             * resumes the fiber before the loop runs again, which raises
+             * the alarm itself; no look meanwhile, so that a watcher
+             * asleep for good lets Ruby see a deadlock of that code */
+            continue;
         }
         if (look < next) next = look;
     }
