@@ -25,7 +25,9 @@ module Farce
   # swallows an exception raised in a postponed job). And it needs the GVL
   # to look at the loop, which is what makes its look safe: it gets the GVL
   # only where the loop's thread let it go, in a wait or at Ruby's thread
-  # switch, and the loop's thread runs nothing until the look is over.
+  # switch, and the loop's thread runs nothing until the look is over
+  # (unless it waits a whole time slice for the GVL meanwhile, which a look
+  # of microseconds does not give it: see raise_held_alarm in C).
   module HeldAlarms
     # How far past its deadline an alarm waits for the loop before the
     # watcher raises it into a thread its fiber holds: the loop fires

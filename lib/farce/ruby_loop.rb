@@ -190,7 +190,7 @@ module Farce
     # meanwhile. The exception is made before the second look, since
     # exception_class.exception may be Ruby code.
     def raise_held_alarms(grace)
-      return nil if closed?
+      return nil if closed? || Thread.current == @thread # Thread#raise would raise right here
 
       now = monotonic
       owner = @turn_owner

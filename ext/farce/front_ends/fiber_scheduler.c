@@ -800,13 +800,14 @@ static int64_t overdue_look_ns(int64_t overdue, int64_t grace)
  * queued for that thread and interrupts what it waits in), if it is still
  * pending and its fiber still holds the thread. The exception is made
  * first: exception_class.exception(*arguments) may run Ruby code, and
- * another thread (the loop's) with it; nothing between the second look
- * and the Thread#raise lets the loop's thread run (Thread#raise makes no
- * call back into Ruby for an exception whose #exception is Ruby's own, and
- * Timeout's ExitException answers itself). The entry's fiber is cleared:
- * the loop's dispatch skips an entry without a fiber (farce_loop_next), so
- * the alarm is raised once, and __cancel_alarm in timeout_after's ensure
- * still frees it. */
+ * another thread (the loop's) with it, so the entry is looked at again
+ * after. From there on the only Ruby code is the exception's #exception,
+ * which Thread#raise calls (Exception's own is C; Timeout's ExitException
+ * has a one-line Ruby one that answers itself): the GVL could pass to the
+ * loop's thread there only if that thread had waited a whole time slice
+ * (100 ms) for it. The entry's fiber is cleared first: the loop's dispatch
+ * skips an entry without a fiber (farce_loop_next), so the alarm is raised
+ * once, and __cancel_alarm in timeout_after's ensure still frees it. */
 static void raise_held_alarm(farce_sched *s, uint32_t slot)
 {
     farce_loop *l = &s->loop;
@@ -829,10 +830,12 @@ static void raise_held_alarm(farce_sched *s, uint32_t slot)
  * back since, so it could not raise it), raises it into the loop's thread,
  * as Timeout does without a scheduler. A fiber that holds the thread in a
  * C call that waits without asking the scheduler (a blocking fiber's
- * sleep, Ruby 3.4's Happy Eyeballs connect) is interrupted there; the
- * watcher gets the GVL only where the loop's thread lets it go, so a fiber
- * that parks, or runs Ruby code and gives turns, is never raised into from
- * here: the loop raises its alarm at its wait. One alarm per look, the
+ * sleep, Ruby 3.4's Happy Eyeballs connect) is interrupted there. The
+ * watcher gets the GVL only where the loop's thread lets it go: a fiber
+ * that parks is never raised into from here (the loop raises its alarm at
+ * its wait), and one that runs Ruby code without letting the loop back is
+ * raised into at Ruby's next thread switch (100 ms time slices), as
+ * without a scheduler. One alarm per look, the
  * earliest (the innermost Timeout); nested ones follow at later looks if
  * their fiber still holds the thread. With the GVL: the loop's thread is
  * in a wait without it, or waiting for it, so its state holds still. */
@@ -840,7 +843,8 @@ static VALUE sched_raise_held_alarms(VALUE self, VALUE grace_v)
 {
     farce_sched *s = sched_of(self);
     farce_loop *l = &s->loop;
-    if (!live(s) || l->closed) return Qnil;
+    /* on the loop's own thread Thread#raise would raise right here */
+    if (!live(s) || l->closed || rb_thread_current() == l->thread) return Qnil;
     int64_t grace = farce_timeout_ns(grace_v), now = farce_monotonic_ns(), next = INT64_MAX;
     if (grace < 0) grace = 0;
     VALUE holder = s->turn_fiber;
