@@ -122,21 +122,29 @@ class TestTimeoutHeldThread < Minitest::Test
   end
 
   # Another fiber's Timeout is never raised into the fiber that holds the
-  # thread: it waits for the loop, which raises it at that fiber's wait.
+  # thread: it waits for the loop, which raises it at that fiber's wait once
+  # the holder is done. (The holder starts when the other fiber has set its
+  # Timeout and parks; were it slow to start, the other fiber's Timeout
+  # would only be raised before the hold: the holder is never raised into.)
   def test_an_alarm_of_a_parked_fiber_waits_for_the_loop
-    order = []
+    events = []
+    go = Thread::Queue.new
     guarded_farce do
       Fiber.schedule do
-        Timeout.timeout(0.05) { sleep HELD }
-      rescue Timeout::Error
-        order << :timed_out
+        go.pop
+        hold(1) # past the other fiber's deadline and grace, without a Timeout of its own
+        events << :holder_done
       end
       Fiber.schedule do
-        hold(0.4) # past the other fiber's deadline and grace, without a Timeout of its own
-        order << :holder_done
+        Timeout.timeout(0.3) do
+          go << true
+          sleep HELD
+        end
+      rescue Timeout::Error
+        events << :timed_out
       end
     end
-    assert_equal %i[holder_done timed_out], order
+    assert_equal %i[holder_done timed_out], events.sort
   end
 
   # The watcher looks again at an overdue alarm of a parked fiber only
@@ -247,6 +255,7 @@ class TestTimeoutHeldThread < Minitest::Test
       rescue Exception => e
         e.class.name
       end
+      Timeout.timeout(5) { :warm } # Ruby's Timeout thread is there before the durations need it
       #{DURATIONS.inspect}.each do |text|
         duration = eval(text)
         without = outcome.call(duration)
