@@ -88,9 +88,10 @@ class TestBadInput < Minitest::Test
     other.close
   end
 
+  # A negative, NaN or enormous duration gets what Timeout gives it
+  # without a scheduler (test_timeout_held_thread.rb's durations).
   def test_timeout_after_bad_arguments
     farce do
-      assert_raises(ArgumentError) { Fiber.scheduler.timeout_after(-1, Timeout::Error, "x") { :ok } }
       assert_raises(TypeError) { Fiber.scheduler.timeout_after("soon", Timeout::Error, "x") { :ok } }
     end
   end

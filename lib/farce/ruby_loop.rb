@@ -65,8 +65,9 @@ module Farce
       end
     end
 
-    # Timeout.timeout's alarm: raise [class, *arguments] in fiber.
-    Alarm = Struct.new(:fiber, :exception, :timer)
+    # Timeout.timeout's alarm: raise [class, *arguments] in fiber at
+    # deadline (monotonic seconds). exception is nil once raised or cancelled.
+    Alarm = Struct.new(:fiber, :exception, :timer, :deadline)
 
     attr_reader :fallback_reason
     attr_writer :file_offloader
@@ -95,6 +96,7 @@ module Farce
       # lost one (a hang).
       @early_unblocks = {}.compare_by_identity
       @interrupts = []                     # [fiber, exception] from fiber_interrupt
+      @alarms = {}.compare_by_identity     # Alarm -> true, until raised or cancelled (raise_held_alarms)
       @live_fibers = 0
       @parked = 0
       # The waits of @parked in state :ready, counted as they change state:
@@ -156,7 +158,11 @@ module Farce
 
       alarm = Alarm.new(fiber, [exception_class, *arguments].freeze)
       duration = interval(seconds)
-      alarm.timer = @timers.add(monotonic + duration, alarm) if duration
+      if duration
+        alarm.deadline = monotonic + duration
+        alarm.timer = @timers.add(alarm.deadline, alarm)
+        @alarms[alarm] = true
+      end
       alarm
     end
 
@@ -170,7 +176,54 @@ module Farce
       @timers.cancel(alarm.timer) if alarm.timer
       alarm.timer = nil
       alarm.exception = nil
+      @alarms.delete(alarm)
       nil
+    end
+
+    # Farce::HeldAlarms' watcher thread (lib/farce/held_alarms.rb), never
+    # the loop's: raises into the loop's thread the earliest alarm more
+    # than grace seconds past its deadline whose fiber is the one running
+    # (@turn_owner: the loop has not come back since, so it could not raise
+    # it), as Timeout does without a scheduler; the native scheduler's
+    # __raise_held_alarms is the same (ext/farce/front_ends/fiber_scheduler.c).
+    # Returns the seconds until something is left to look at, or nil.
+    # The watcher runs this with the GVL, which it got where the loop's
+    # thread let it go (a wait, a thread switch): that thread runs nothing
+    # meanwhile. The exception is made before the second look, since
+    # exception_class.exception may be Ruby code.
+    def raise_held_alarms(grace)
+      return nil if closed? || Thread.current == @thread # Thread#raise would raise right here
+
+      now = monotonic
+      owner = @turn_owner
+      held = nil
+      earliest = nil
+      @alarms.keys.each do |alarm|
+        next unless alarm.exception
+
+        overdue = now - alarm.deadline - grace
+        if overdue.negative?
+          look = -overdue
+        elsif owner && owner.equal?(alarm.fiber)
+          held = alarm if !held || alarm.deadline < held.deadline
+          next
+        elsif @running
+          look = overdue.clamp(grace, 0.1) # see the native overdue_look_ns
+        else
+          next # outside run: the loop raises it when it runs (the native loop's reason)
+        end
+        earliest = look if !earliest || look < earliest
+      end
+      return earliest unless held
+
+      exception = held.exception
+      error = exception[0].exception(*exception[1..])
+      if !closed? && @turn_owner.equal?(owner) && held.exception.equal?(exception)
+        held.exception = nil
+        @alarms.delete(held)
+        @thread.raise(error)
+      end
+      [earliest || grace, grace].min
     end
 
     # The live fibers parked in this loop's waits, for unwinding
@@ -210,6 +263,7 @@ module Farce
       @early_unblocks.clear
       @io_waits.clear
       @interrupts.clear
+      @alarms.clear
       @timers = Timers.new
       @parked = 0
       @ready_waits = 0

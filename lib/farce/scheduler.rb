@@ -7,6 +7,8 @@ require_relative "ruby_loop"
 require_relative "ruby_loop/hooks"
 require_relative "stall"
 require_relative "unwind"
+require_relative "timeout_duration"
+require_relative "held_alarms"
 
 module Farce
   # A Fiber::Scheduler over farce's Go core. The hooks Ruby calls most
@@ -117,10 +119,18 @@ module Farce
     end
 
     # Timeout.timeout: raises exception_class in the current fiber unless the
-    # block finishes within duration seconds.
+    # block finishes within duration seconds. The loop raises it at the
+    # fiber's wait; when the fiber holds the thread past the deadline in a
+    # wait the scheduler is not asked about, HeldAlarms raises it there, as
+    # Timeout does without a scheduler. A duration Timeout cannot wait for
+    # gets what Timeout gives it without a scheduler (TimeoutDuration).
     def timeout_after(duration, exception_class, *exception_arguments)
-      token = __alarm(Fiber.current, duration, exception_class, exception_arguments)
+      seconds = TimeoutDuration.seconds(duration)
+      return yield duration unless seconds
+
+      token = __alarm(Fiber.current, seconds, exception_class, exception_arguments)
       begin
+        HeldAlarms.watch(self, seconds)
         yield duration
       ensure
         __cancel_alarm(token)

@@ -68,55 +68,114 @@ class TestForkAsyncOnFarce < Minitest::Test
     skip ASYNC_FORK_MISSING if ASYNC_FORK_MISSING
   end
 
-  # A child forked inside an Async task whose reactor
-  # waited on farce. Async (2.35+) drops the inherited scheduler in
-  # Process._fork, as for io-event's own selectors, so farce's inert selector
-  # is never called: the child does plain blocking I/O, and a reactor of its
-  # own (in a new thread: Sync in the forking task would reuse the parent's
-  # task, on every selector) runs on a fresh copy of farce's core.
+  # A child forked inside an Async task whose reactor waited on the
+  # selector (on farce's, its Go runtime started). Async (2.35+, on Ruby
+  # before 4) drops the inherited scheduler in Process._fork, and Ruby 4.0
+  # drops it itself, so the selector the parent's reactor ran on is never
+  # called: the child does plain blocking I/O. What it may do then, as
+  # Async supports it (ARGV[0]):
+  #   thread   a reactor of its own in a new thread (Sync in a new thread)
+  #   reactor  a reactor of its own in a blocking fiber (Async::Reactor.new)
+  #   sync     Sync in the forked task itself: Sync finds the task it runs
+  #            in (Task.current?) and runs the block on the parent's reactor,
+  #            which Async cleared in the child (before Ruby 4) or left as it
+  #            was (4.0): Async's own limit (test_sync_in_the_forked_task_...)
+  # Each prints one line the tests compare under IO_EVENT_SELECTOR=Farce and
+  # under io-event's default (EPoll where its native part is built).
   FORK_IN_TASK = <<~'RUBY'
     require "async"
     require "farce/io_event"
     $stdout.sync = true
-    selector_of = -> { Fiber.scheduler.instance_variable_get(:@selector).class }
+    flow = ARGV[0]
+    selector_of = -> { Fiber.scheduler&.instance_variable_get(:@selector)&.class }
     Sync do |task|
       r0, w0 = IO.pipe
       task.async { sleep 0.01; w0.write("x") }
-      r0.read(1) # the reactor waited on farce: its Go runtime started
-      puts "parent core_loaded=#{Farce.core_loaded?} selector=#{selector_of.call}"
+      r0.read(1) # the reactor waited on its selector (farce's: its Go runtime started)
+      puts "parent selector=#{selector_of.call} core_loaded=#{Farce.core_loaded?}"
       pid = fork do
         out = ["scheduler=#{Fiber.scheduler.class}"]
         sleep 0.01
         r, w = IO.pipe
         w.write("y")
         out << "plain=#{r.read(1)}"
-        Thread.new do
-          Sync do |t|
-            t.async { sleep 0.02; w.write("z") }
-            out << "child_reactor=#{r.read(1)} selector=#{selector_of.call}"
-          end
-        end.join
+        serve = lambda do |t|
+          t.async { sleep 0.02; w.write("z") }
+          out << "child_reactor=#{r.read(1)} selector=#{selector_of.call}"
+        end
+        case flow
+        when "thread" then Thread.new { Sync(&serve) }.join
+        when "reactor"
+          Fiber.new(blocking: true) do
+            Async::Reactor.new.run(&serve).wait
+          ensure
+            Fiber.set_scheduler(nil)
+          end.resume
+        when "sync" then Sync(&serve)
+        end
         puts out.join(" ")
         exit!(0)
       rescue Exception => e # rubocop:disable Lint/RescueException -- report whatever it is
-        puts "child raised #{e.class}: #{e.message}"
+        puts "#{out.join(' ')} child raised #{e.class}: #{e.message}"
         exit!(1)
       end
       puts "child status=#{Process.wait2(pid)[1].exitstatus}"
     end
   RUBY
 
-  def test_a_child_forked_inside_a_task_does_plain_io_and_runs_a_reactor_of_its_own
-    skip ASYNC_FORK_MISSING if ASYNC_FORK_MISSING
-    env = { "IO_EVENT_SELECTOR" => "Farce" }
-    cmd = [RbConfig.ruby, "-I#{File.expand_path('../../lib', __dir__)}", "-e", FORK_IN_TASK]
-    out = IO.popen(env, cmd, err: %i[child out], pgroup: true) do |io|
+  # FORK_IN_TASK's output for flow under selector (nil: io-event's default).
+  def fork_in_task(flow, selector)
+    env = selector ? { "IO_EVENT_SELECTOR" => selector } : {}
+    cmd = [RbConfig.ruby, "-I#{File.expand_path('../../lib', __dir__)}", "-e", FORK_IN_TASK, flow]
+    IO.popen(env, cmd, unsetenv_others: false, err: %i[child out], pgroup: true) do |io|
       watchdog = Thread.new { sleep 60; Process.kill(:KILL, -io.pid) }
       io.read.tap { watchdog.kill }
     end
-    assert_match(/parent core_loaded=true selector=Farce::IOEventSelector/, out)
-    assert_match(/scheduler=NilClass plain=y child_reactor=z selector=Farce::IOEventSelector/, out)
-    assert_match(/child status=0/, out)
+  end
+
+  # The selector classes each run is asked for: farce's, and io-event's own
+  # choice (EPoll on Ruby 3.3 in the chroot, Select where no native part
+  # is built for the Ruby).
+  def selectors
+    { "Farce" => "Farce::IOEventSelector", nil => IO::Event::Selector.default({}).name }
+  end
+
+  def assert_child_ran_a_reactor_of_its_own(flow)
+    selectors.each do |selector, name|
+      out = fork_in_task(flow, selector)
+      assert_match(/parent selector=#{name} core_loaded=#{selector ? true : false}$/, out)
+      assert_match(/scheduler=NilClass plain=y child_reactor=z selector=#{name}$/, out, "#{flow} under #{name}")
+      assert_match(/child status=0/, out)
+    end
+  end
+
+  def test_a_child_forked_inside_a_task_runs_a_reactor_in_a_new_thread
+    assert_child_ran_a_reactor_of_its_own("thread")
+  end
+
+  def test_a_child_forked_inside_a_task_runs_a_reactor_in_a_blocking_fiber
+    assert_child_ran_a_reactor_of_its_own("reactor")
+  end
+
+  # Async's own limit, the same under either selector before Ruby 4: Sync in
+  # the forked task runs on the parent's reactor, whose selector Async's
+  # Process._fork hook cleared (Async 2.46: NoMethodError, `resume' for
+  # nil). On Ruby 4.0 Async leaves its fork hook out (Ruby clears the
+  # thread's scheduler itself) and the reactor keeps the parent's selector:
+  # io-event's Select, plain Ruby objects, goes on in the child on its
+  # parent's state; farce's cannot use its parent's Go runtime and says so.
+  def test_sync_in_the_forked_task_is_asyncs_own_limit
+    farce = fork_in_task("sync", "Farce")
+    default = fork_in_task("sync", nil)
+    assert_match(/scheduler=NilClass plain=y child raised/, farce)
+    assert_match(/child status=1/, farce)
+    if RUBY_VERSION < "4"
+      failure = ->(out) { out[/child raised (\w+(?:::\w+)*)/, 1] }
+      assert_equal "NoMethodError", failure.(default), default
+      assert_equal failure.(default), failure.(farce), "under Farce:\n#{farce}\nunder #{selectors[nil]}:\n#{default}"
+    else
+      assert_match(/child raised Farce::Error: this IO::Event::Selector::Farce was created before fork and is inert/, farce)
+    end
   end
 
   def test_workers_of_a_master_whose_reactor_waited_on_farce_serve_under_load

@@ -133,9 +133,10 @@ static long dispatch(farce_loop *l)
              * rb_fiber_raise reads, so keep it alive until it returned */
             VALUE alarm = w.extra;
             /* argv is const VALUE * in 3.1's prototype, VALUE * from 3.2 on;
-             * rb_fiber_raise only reads it */
+             * rb_fiber_raise only reads it. The deadline (alarm[0]) is not
+             * part of the exception. */
             if (RTEST(rb_fiber_alive_p(w.fiber)))
-                rb_fiber_raise(w.fiber, (int)RARRAY_LEN(alarm), (VALUE *)RARRAY_CONST_PTR(alarm));
+                rb_fiber_raise(w.fiber, (int)RARRAY_LEN(alarm) - 1, (VALUE *)RARRAY_CONST_PTR(alarm) + 1);
             RB_GC_GUARD(alarm);
             s->turn_fiber = Qnil;
             continue;
@@ -760,12 +761,16 @@ static VALUE sched_unblock(VALUE self, VALUE blocker, VALUE fiber)
 }
 
 /* call-seq: __alarm(fiber, seconds, exception_class, arguments) -> token
- * After `seconds`, raise exception_class.new(*arguments) in fiber. */
+ * After `seconds`, raise exception_class.exception(*arguments) in fiber.
+ * The entry's extra is [deadline, exception_class, *arguments]: the
+ * deadline (farce_monotonic_ns; INT64_MAX for none) is for
+ * __raise_held_alarms. */
 static VALUE sched_alarm(VALUE self, VALUE fiber, VALUE seconds, VALUE klass, VALUE args)
 {
     farce_sched *s = get_sched(self);
     int64_t tmo = farce_timeout_ns(seconds);
     Check_Type(args, T_ARRAY);
+    int64_t deadline = tmo < 0 ? INT64_MAX : farce_monotonic_ns() + tmo;
     uint64_t token = 0;
     int64_t r = farce_core_park(s->loop.core, s->loop.handle, tmo, &token);
     if (r < 0) farce_loop_raise(&s->loop, r, "timeout");
@@ -773,8 +778,108 @@ static VALUE sched_alarm(VALUE self, VALUE fiber, VALUE seconds, VALUE klass, VA
     e->gen = farce_token_gen(token);
     e->kind = FARCE_WAIT_ALARM;
     e->fiber = fiber;
-    e->extra = rb_ary_freeze(rb_ary_plus(rb_ary_new_from_args(1, klass), args));
+    e->extra = rb_ary_freeze(rb_ary_plus(rb_ary_new_from_args(2, LL2NUM(deadline), klass), args));
     return ULL2NUM(token);
+}
+
+/* How long an alarm past its due time waits for the next look while its
+ * fiber is not the one running: the loop raises it when it comes back, and
+ * until then another fiber holds the thread. The longer that lasts, the
+ * less often it is looked at (from grace up to 0.1 s), so a thread held
+ * for minutes does not wake the watcher a hundred times a second; looked
+ * at, because the loop may come back and resume this fiber for another
+ * reason, ahead of its alarm in the same batch, and the fiber may hold the
+ * thread then. */
+static int64_t overdue_look_ns(int64_t overdue, int64_t grace)
+{
+    int64_t look = overdue < grace ? grace : overdue;
+    return look > 100000000 ? 100000000 : look;
+}
+
+/* Raises the alarm at slot into the loop's thread (Thread#raise: it is
+ * queued for that thread and interrupts what it waits in), if it is still
+ * pending and its fiber still holds the thread. The exception is made
+ * first: exception_class.exception(*arguments) may run Ruby code, and
+ * another thread (the loop's) with it, so the entry is looked at again
+ * after. From there on the only Ruby code is the exception's #exception,
+ * which Thread#raise calls (Exception's own is C; Timeout's ExitException
+ * has a one-line Ruby one that answers itself): the GVL could pass to the
+ * loop's thread there only if that thread had waited a whole time slice
+ * (100 ms) for it. The entry's fiber is cleared first: the loop's dispatch
+ * skips an entry without a fiber (farce_loop_next), so the alarm is raised
+ * once, and __cancel_alarm in timeout_after's ensure still frees it. */
+static void raise_held_alarm(farce_sched *s, uint32_t slot)
+{
+    farce_loop *l = &s->loop;
+    uint32_t gen = l->waits[slot].gen;
+    VALUE fiber = l->waits[slot].fiber, alarm = l->waits[slot].extra;
+    VALUE exception = rb_make_exception((int)RARRAY_LEN(alarm) - 1, RARRAY_CONST_PTR(alarm) + 1);
+    if (!live(s) || l->closed || slot >= l->nwaits || s->turn_fiber != fiber) return;
+    farce_wait *e = &l->waits[slot];
+    if (e->gen != gen || e->kind != FARCE_WAIT_ALARM || e->fiber != fiber) return;
+    e->fiber = Qfalse;
+    rb_funcall(l->thread, id_raise, 1, exception);
+    RB_GC_GUARD(alarm);
+    RB_GC_GUARD(fiber);
+}
+
+/* call-seq: __raise_held_alarms(grace) -> seconds until the next look, or nil
+ * For Farce::HeldAlarms' watcher thread (lib/farce/held_alarms.rb), never
+ * the loop's: when an alarm is more than grace seconds past its deadline
+ * and its fiber is the one running (s->turn_fiber: the loop has not come
+ * back since, so it could not raise it), raises it into the loop's thread,
+ * as Timeout does without a scheduler. A fiber that holds the thread in a
+ * C call that waits without asking the scheduler (a blocking fiber's
+ * sleep, Ruby 3.4's Happy Eyeballs connect) is interrupted there. The
+ * watcher gets the GVL only where the loop's thread lets it go: a fiber
+ * that parks is never raised into from here (the loop raises its alarm at
+ * its wait), and one that runs Ruby code without letting the loop back is
+ * raised into at Ruby's next thread switch (100 ms time slices), as
+ * without a scheduler. One alarm per look, the
+ * earliest (the innermost Timeout); nested ones follow at later looks if
+ * their fiber still holds the thread. With the GVL: the loop's thread is
+ * in a wait without it, or waiting for it, so its state holds still. */
+static VALUE sched_raise_held_alarms(VALUE self, VALUE grace_v)
+{
+    farce_sched *s = sched_of(self);
+    farce_loop *l = &s->loop;
+    /* on the loop's own thread Thread#raise would raise right here */
+    if (!live(s) || l->closed || rb_thread_current() == l->thread) return Qnil;
+    int64_t grace = farce_timeout_ns(grace_v), now = farce_monotonic_ns(), next = INT64_MAX;
+    if (grace < 0) grace = 0;
+    VALUE holder = s->turn_fiber;
+    uint32_t held = UINT32_MAX;
+    int64_t held_deadline = INT64_MAX;
+    for (uint32_t i = 0; i < l->nwaits; i++) {
+        const farce_wait *e = &l->waits[i];
+        if (!e->gen || e->kind != FARCE_WAIT_ALARM || !e->fiber) continue;
+        int64_t deadline = NUM2LL(RARRAY_AREF(e->extra, 0));
+        if (deadline == INT64_MAX) continue; /* never due */
+        int64_t overdue = now - deadline - grace, look;
+        if (overdue < 0) {
+            look = -overdue;
+        } else if (e->fiber == holder && !NIL_P(holder)) {
+            if (deadline < held_deadline) {
+                held = i;
+                held_deadline = deadline;
+            }
+            continue;
+        } else if (s->running) {
+            look = overdue_look_ns(overdue, grace);
+        } else {
+            /* outside `run` (the thread's own code holds it) nothing
+             * resumes the fiber before the loop runs again, which raises
+             * the alarm itself; no look meanwhile, so that a watcher
+             * asleep for good lets Ruby see a deadlock of that code */
+            continue;
+        }
+        if (look < next) next = look;
+    }
+    if (held != UINT32_MAX) {
+        raise_held_alarm(s, held);
+        if (next > grace) next = grace; /* a nested alarm of the same fiber, or the loop's next look */
+    }
+    return next == INT64_MAX ? Qnil : DBL2NUM((double)next / 1e9);
 }
 
 /* call-seq: __cancel_alarm(token) -> nil */
@@ -897,6 +1002,7 @@ void farce_fiber_scheduler_init(VALUE mFarce)
     rb_define_private_method(cScheduler, "__fiber_finished", sched_fiber_finished, 0);
     rb_define_private_method(cScheduler, "__alarm", sched_alarm, 4);
     rb_define_private_method(cScheduler, "__cancel_alarm", sched_cancel_alarm, 1);
+    rb_define_private_method(cScheduler, "__raise_held_alarms", sched_raise_held_alarms, 1);
     rb_define_private_method(cScheduler, "__offload", sched_offload, 1);
     rb_define_private_method(cScheduler, "__process_wait", sched_process_wait, 2);
     rb_define_private_method(cScheduler, "__turn_check", sched_turn_check, 0);

@@ -55,7 +55,12 @@ module Farce
 
         item, value = @ready.shift
         if item.is_a?(Alarm)
-          in_turn(item.fiber) { item.fiber.raise(*item.exception) } if item.exception && item.fiber.alive? # nil: cancelled
+          # taken before it is raised: the watcher thread (raise_held_alarms)
+          # must not raise it again while the fiber runs its rescue
+          exception = item.exception
+          item.exception = nil
+          @alarms.delete(item)
+          in_turn(item.fiber) { item.fiber.raise(*exception) } if exception && item.fiber.alive? # nil: cancelled
           next
         end
         next unless item.state == :ready

@@ -94,6 +94,7 @@ module Farce
       end
 
       def __cancel_alarm(token) = (ruby_loop = @ruby_loop) ? ruby_loop.cancel_alarm(token) : super
+      def __raise_held_alarms(grace) = (ruby_loop = @ruby_loop) ? ruby_loop.raise_held_alarms(grace) : super
       def __turn_check = (ruby_loop = @ruby_loop) ? ruby_loop.turn_check : super
       def __start(fiber) = (ruby_loop = @ruby_loop) ? ruby_loop.start(fiber) : super
       def __parked_fibers = (ruby_loop = @ruby_loop) ? ruby_loop.parked_fibers : super
