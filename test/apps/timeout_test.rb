@@ -34,9 +34,9 @@ class AppsTimeoutTest < Minitest::Test
   LATE = DEADLINE + 0.7
   SLOW = 1.5
 
-  HELD_LIMIT = "the call waits in C without asking the scheduler (the GVL released or not), so no event loop " \
-               "runs to fire Timeout's timer before the call returns; without a scheduler Timeout raises from its " \
-               "own thread"
+  HELD_LIMIT = "the call waits in C without asking the scheduler and cannot be interrupted (SQLite holds the GVL; " \
+               "libmariadb's connect ignores Thread#raise), so Timeout's error comes at the call's own end, " \
+               "without a scheduler too"
   # What the timeout gem does under a scheduler: scheduler.timeout_after(sec,
   # Timeout::Error, ...) raises Timeout::Error itself at the fiber's wait;
   # without one it raises an internal exception (Timeout::ExitException, not
