@@ -84,6 +84,7 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     l->backend = ID2SYM(rb_intern(name));
     l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
     l->ops = farce_core_ops_supported(l->core, h);
+    farce_fd_table_use_completion(&l->fds, l->ops); /* descriptors seen before the start included */
     if (l->ops) farce_inflight_ops_register(&l->inflight_ops, &l->waits, &l->nwaits, &l->ops_in_flight);
     if (l->stall.threshold_ns > 0) farce_loop_watch_stalls(l, l->stall.threshold_ns); /* asked for before the start */
     RB_GC_GUARD(from_environment); /* backend points into it until here */
@@ -459,18 +460,15 @@ void farce_loop_give_turn(farce_loop *l)
  * fstat and fcntl on each side of it cost nothing on the common path. */
 void farce_loop_give_turn_on(farce_loop *l, VALUE io)
 {
-#ifndef _WIN32
     int fd = farce_io_fd_or_closed(io);
     uint64_t dev = 0, ino = 0, dev_after, ino_after;
+    /* not known where a number is not reused while its IO is open (a
+     * Windows SOCKET): the turn is all there is to do */
     int known = fd >= 0 && farce_fd_file_now(fd, &dev, &ino);
     farce_loop_give_turn(l);
     /* io itself closed (or never open): the hook's own check raises */
     if (!known || farce_io_fd_or_closed(io) != fd) return;
     if (!farce_fd_file_now(fd, &dev_after, &ino_after) || dev_after != dev || ino_after != ino) farce_raise_closed(fd);
-#else
-    /* a SOCKET value is not reused while its socket is open (fd_table.c) */
-    farce_loop_give_turn(l);
-#endif
 }
 
 /* ---- stall detection (the state and the signal: stall.c) ------------------------- */
