@@ -229,9 +229,7 @@ void farce_loop_free(farce_loop *l)
     if (l->stall.turns && !farce_loop_inert(l)) __atomic_store_n(&l->stall.turns->active, 0, __ATOMIC_RELEASE);
     loop_orphan(l); /* the handle, and the wait table if operations are in flight */
     if (l->blocked) st_free_table(l->blocked);
-#ifdef _WIN32
     if (l->polled) st_free_table(l->polled);
-#endif
     xfree(l->waits);
     xfree(l->wakes);
     xfree(l->queued_ops);
@@ -509,7 +507,6 @@ int64_t farce_turn_budget_ns(VALUE seconds)
 
 /* ---- hooks both front ends answer the same way ---------------------------------- */
 
-#ifdef _WIN32
 struct polled_close {
     farce_loop *l;
     int fd;
@@ -524,20 +521,17 @@ static int wake_polled(st_data_t token, st_data_t fd, st_data_t arg)
     farce_loop_wake(c->l, (uint64_t)token);
     return ST_DELETE;
 }
-#endif
 
 void farce_loop_io_close(farce_loop *l, VALUE target)
 {
     /* from another thread nothing is done here: the close scan finds it */
     if (!l->handle || l->closed || farce_loop_inert(l) || rb_thread_current() != l->thread) return;
     int fd = RB_INTEGER_TYPE_P(target) ? NUM2INT(target) : farce_io_fd_or_closed(rb_io_get_io(target));
-#ifdef _WIN32
-    /* a pipe's waiters poll it, and no kernel wait names them */
+    /* a polled descriptor's waiters (a Windows pipe's), whom no kernel wait names */
     if (fd >= 0 && l->polled && l->polled->num_entries) {
         struct polled_close c = {l, fd};
         st_foreach(l->polled, wake_polled, (st_data_t)&c);
     }
-#endif
     if (fd < 0 || fd >= l->fds.nfds || !l->fds.fds[fd].io) return;
     farce_fd_table_forget(&l->fds, l->handle, fd); /* checks the stack: io_close runs on the closing fiber's */
 }
