@@ -176,7 +176,7 @@ $CFLAGS << " -std=gnu11 -Wall -Wno-unused-parameter"
 # no two sources may share one (mkmf refuses the build if they do).
 SOURCES = {
   "front_ends" => %w[extension.c fiber_scheduler.c io_event_selector.c],
-  "hook_io" => %w[io_transfer.c io_transfer_v4.c caller_may_wait.c step_socket.c step_completion.c step_positional.c
+  "hook_io" => %w[io_transfer.c io_transfer_v4.c caller_may_wait.c step_readiness.c step_socket.c step_completion.c step_positional.c
                   positional_io.c buffer_lock.c],
   "loop" => %w[event_loop.c wait_table.c fd_table.c inflight_ops.c stall.c],
   "core_access" => %w[core_door.c core_loader.c core_open.c core_signals.c core_copy.c core_info.c],

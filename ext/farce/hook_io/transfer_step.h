@@ -4,6 +4,7 @@
  * each kind of descriptor (loop/fd_table.h). Each step lives in a file
  * named for it:
  *
+ *   step_readiness.c      what every step of a descriptor with a kernel wait does first, and its park
  *   step_socket.c         a socket: recv/send with MSG_DONTWAIT
  *   step_pipe_unix.c      a pipe or FIFO: preadv2/pwritev2 with RWF_NOWAIT
  *   step_terminal_unix.c  anything else pollable (a tty): O_NONBLOCK read again first
@@ -60,7 +61,7 @@ static inline int farce_transfer_events(const farce_transfer *t)
     return t->reading ? RUBY_IO_READABLE : RUBY_IO_WRITABLE;
 }
 
-/* ---- readiness (step_socket.c) -------------------------------------------
+/* ---- readiness (step_readiness.c) ----------------------------------------
  * Before a stream step's call: 0 to make it; -EAGAIN to park first (a read
  * of a stream the last read drained, or any call on a blocking descriptor,
  * whose call would block the thread), or, for a caller that may not wait,
