@@ -131,4 +131,57 @@ class TestExtLayering < Minitest::Test
     seen = sources.select { |p| File.read(File.join(EXT, p)).match?(/\bfarce_core_api\b|->fn\.|\.fn\./) }
     assert_equal [DOOR], seen
   end
+
+  # What differs by platform lives in files named for it (*_unix.c,
+  # *_windows.c) or under platforms/, behind one header each: a shared file
+  # of the other layers tests no platform in its preprocessor conditionals.
+  PLATFORM_TESTS = /^\s*\#\s*(?:if|ifdef|ifndef|elif)\b.*\b(?:_WIN32|_WIN64|__linux__|__APPLE__|__unix__|__MINGW32__|
+                    __MINGW64__|_MSC_VER|__FreeBSD__|RWF_NOWAIT|__NR_\w+)\b/x
+
+  def platform_tests(files)
+    files.flat_map do |path, text|
+      next [] if File.dirname(path) == "platforms" || File.basename(path, ".*").end_with?("_unix", "_windows")
+
+      text.each_line.with_index(1).filter_map { |line, n| "#{path}:#{n}: #{line.strip}" if line.match?(PLATFORM_TESTS) }
+    end
+  end
+
+  def test_platform_tests_stay_in_platform_files
+    files = Dir.chdir(EXT) { Dir["*/*.{c,h}"].to_h { |path| [path, File.read(path)] } }
+    refute_empty files
+    assert_empty platform_tests(files), "platform tests outside *_unix.c, *_windows.c and platforms/"
+  end
+
+  # A line before a signature: the end of a statement or block, a comment, a directive.
+  SIGNATURE_END = %r{[;\}]\s*$|^\s*(?:/\*|\*|#)}
+
+  # Lines of each C function whose body opens with "{" alone at column 0
+  # (the extension's style), from its signature to the "}" at column 0.
+  def function_lengths(path, text)
+    lines = text.lines
+    lines.each_index.select { |i| lines[i].rstrip == "{" }.map do |open|
+      first = open
+      first -= 1 while first.positive? && !lines[first - 1].strip.empty? && lines[first - 1] !~ SIGNATURE_END
+      close = (open + 1...lines.size).find { |j| lines[j].start_with?("}") }
+      ["#{path}:#{first + 1}", close - first + 1]
+    end
+  end
+
+  MAX_FUNCTION_LINES = 80
+
+  def test_no_function_is_longer_than_a_screen
+    long = Dir.chdir(EXT) { Dir["*/*.c"].sort.flat_map { |path| function_lengths(path, File.read(path)) } }
+                .select { |_, n| n > MAX_FUNCTION_LINES }
+    assert_empty long, "C functions longer than #{MAX_FUNCTION_LINES} lines"
+  end
+
+  # The two rules above, shown to fail: a shared loop file that tests for
+  # Windows, and a function of 81 lines.
+  def test_the_platform_and_length_rules_catch_what_they_forbid
+    found = platform_tests("loop/x.c" => "#include <a.h>\n#ifdef _WIN32\n#endif\n", "loop/x_windows.c" => "#ifdef _WIN32\n",
+                           "platforms/y.h" => "#if defined(__linux__)\n", "hook_io/z.c" => "# if defined(RWF_NOWAIT)\n")
+    assert_equal ["loop/x.c:2: #ifdef _WIN32", "hook_io/z.c:1: # if defined(RWF_NOWAIT)"], found
+    text = "/* f */\nstatic int f(int a,\n          int b)\n{\n#{"    a++;\n" * 77}}\n"
+    assert_equal [["t.c:2", 81]], function_lengths("t.c", text)
+  end
 end

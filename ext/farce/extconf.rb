@@ -176,11 +176,20 @@ $CFLAGS << " -std=gnu11 -Wall -Wno-unused-parameter"
 # no two sources may share one (mkmf refuses the build if they do).
 SOURCES = {
   "front_ends" => %w[extension.c fiber_scheduler.c io_event_selector.c],
-  "hook_io" => %w[io_transfer.c io_transfer_v4.c positional_io.c buffer_lock.c process_wait.c],
+  "hook_io" => %w[io_transfer.c io_transfer_v4.c caller_may_wait.c step_readiness.c step_socket.c step_completion.c step_positional.c
+                  positional_io.c buffer_lock.c],
   "loop" => %w[event_loop.c wait_table.c fd_table.c inflight_ops.c stall.c],
   "core_access" => %w[core_door.c core_loader.c core_open.c core_signals.c core_copy.c core_info.c],
   "platforms" => []
 }
+# What differs by platform lives in files named for it, *_windows.c on
+# Windows and *_unix.c elsewhere, behind one header that the shared files
+# include (docs/architecture.md).
+PLATFORM = WINDOWS ? "windows" : "unix"
+SOURCES["hook_io"] += %W[steps_#{PLATFORM}.c step_pipe_#{PLATFORM}.c step_file_#{PLATFORM}.c process_wait_#{PLATFORM}.c]
+SOURCES["hook_io"] += %w[step_terminal_unix.c] unless WINDOWS # a Windows console is a file's step there
+SOURCES["loop"] += %W[fd_table_#{PLATFORM}.c stall_#{PLATFORM}.c]
+SOURCES["core_access"] += %W[core_door_#{PLATFORM}.c]
 if WINDOWS
   # No fork, so no private copies of the core and no fork generations; no
   # signal masks around its start; LoadLibrary in place of dlopen. Every call

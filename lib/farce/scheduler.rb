@@ -138,7 +138,7 @@ module Farce
     end
 
     # Process.wait and friends. A pidfd (Linux 5.3+) makes the child's exit a
-    # readable descriptor the loop waits on (ext/farce/hook_io/process_wait.c, shared
+    # readable descriptor the loop waits on (ext/farce/hook_io/process_wait_unix.c, shared
     # with the io-event selector); elsewhere, and for "any child" waits
     # (pid <= 0), a helper thread does the blocking waitpid.
     def process_wait(pid, flags)

@@ -3,24 +3,11 @@
  * the "no core" table, and the typed wrappers of core_door.h. No other C
  * file sees the table.
  */
-#ifndef _WIN32
-#include <dlfcn.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include "core_access/core_door.h"
+#include "platforms/core_fd.h"
 #include <ruby/thread.h> /* after ruby.h: 3.3+ headers need it first */
-#ifdef _WIN32
-#include <windows.h> /* after ruby.h, which brings winsock2.h first */
-#include "core_access/core_call_windows.h"
-#define dlsym(dl, symbol) ((void *)GetProcAddress((HMODULE)(dl), (symbol)))
-/* The core's IOCP driver waits on the SOCKET behind a Ruby descriptor
- * (win32_compat.c; its header's poll macro would clash with fn.poll). */
-int farce_win32_core_fd(int fd);
-#define CORE_FD(fd) farce_win32_core_fd(fd)
-#else
-#define CORE_FD(fd) (fd)
-#endif
 
 /* The Go core's exported functions (farce_core.h), all required: the
  * extension and the library are built and shipped together, and
@@ -57,114 +44,15 @@ struct farce_core_copy {
 };
 
 /* FARCE_CORE_CALL(c, name, args...): the one way a wrapper below calls the
- * core's function c->fn.name. On Linux it is that plain call. On Windows the
- * call runs on the thread's core call stack (core_call_windows.c: Go cannot
- * be entered from a fiber stack in a big fiber-pool allocation there): the
- * arguments go into a name_call record that name_run, on that stack, hands
- * to the function, whose result comes back in the record. */
-#ifdef _WIN32
-#define CORE_CALL_THROUGH(name, f, ...)                                      \
-    ({                                                                       \
-        struct name##_call call_ = {(f), __VA_ARGS__};                       \
-        farce_core_call_on_stack(name##_run, &call_);                        \
-        call_.r;                                                             \
-    })
-
-/* The records and their runs, by the number of arguments. */
-#define CORE_RECORD_0(name)                                                  \
-    struct name##_call { int64_t (*fn)(void); int64_t r; };                  \
-    static void name##_run(void *p) { struct name##_call *k = p; k->r = k->fn(); }
-#define CORE_RECORD_1(name, T1)                                              \
-    struct name##_call { int64_t (*fn)(T1); T1 a1; int64_t r; };             \
-    static void name##_run(void *p) { struct name##_call *k = p; k->r = k->fn(k->a1); }
-#define CORE_RECORD_2(name, T1, T2)                                          \
-    struct name##_call { int64_t (*fn)(T1, T2); T1 a1; T2 a2; int64_t r; };  \
-    static void name##_run(void *p) { struct name##_call *k = p; k->r = k->fn(k->a1, k->a2); }
-#define CORE_RECORD_3(name, T1, T2, T3)                                      \
-    struct name##_call { int64_t (*fn)(T1, T2, T3); T1 a1; T2 a2; T3 a3; int64_t r; }; \
-    static void name##_run(void *p) { struct name##_call *k = p; k->r = k->fn(k->a1, k->a2, k->a3); }
-#define CORE_RECORD_4(name, T1, T2, T3, T4)                                  \
-    struct name##_call { int64_t (*fn)(T1, T2, T3, T4); T1 a1; T2 a2; T3 a3; T4 a4; int64_t r; }; \
-    static void name##_run(void *p) { struct name##_call *k = p; k->r = k->fn(k->a1, k->a2, k->a3, k->a4); }
-#define CORE_RECORD_5(name, T1, T2, T3, T4, T5)                              \
-    struct name##_call { int64_t (*fn)(T1, T2, T3, T4, T5); T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; int64_t r; }; \
-    static void name##_run(void *p)                                          \
-    {                                                                        \
-        struct name##_call *k = p;                                           \
-        k->r = k->fn(k->a1, k->a2, k->a3, k->a4, k->a5);                     \
-    }
-#define CORE_RECORD_6(name, T1, T2, T3, T4, T5, T6)                          \
-    struct name##_call {                                                     \
-        int64_t (*fn)(T1, T2, T3, T4, T5, T6);                               \
-        T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; T6 a6;                            \
-        int64_t r;                                                           \
-    };                                                                       \
-    static void name##_run(void *p)                                          \
-    {                                                                        \
-        struct name##_call *k = p;                                           \
-        k->r = k->fn(k->a1, k->a2, k->a3, k->a4, k->a5, k->a6);              \
-    }
-#define CORE_RECORD_7(name, T1, T2, T3, T4, T5, T6, T7)                      \
-    struct name##_call {                                                     \
-        int64_t (*fn)(T1, T2, T3, T4, T5, T6, T7);                           \
-        T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; T6 a6; T7 a7;                     \
-        int64_t r;                                                           \
-    };                                                                       \
-    static void name##_run(void *p)                                          \
-    {                                                                        \
-        struct name##_call *k = p;                                           \
-        k->r = k->fn(k->a1, k->a2, k->a3, k->a4, k->a5, k->a6, k->a7);       \
-    }
-
-/* One record per function of struct farce_core_api (a type that differs
- * from the table's is an incompatible-pointer error, GCC 14 on), and
- * farce_wake_number. */
-CORE_RECORD_0(abi)
-CORE_RECORD_1(set_handle_base, int64_t)
-CORE_RECORD_6(new_, const char *, char *, int, char *, int, int *)
-CORE_RECORD_1(close, int64_t)
-CORE_RECORD_2(backends, char *, int)
-CORE_RECORD_2(probe, int, uint32_t)
-CORE_RECORD_3(stats, int64_t, int64_t *, int)
-CORE_RECORD_4(stall_watch, int64_t, farce_turn_state *, int64_t, int)
-CORE_RECORD_6(wait_fd, int64_t, int, uint32_t, int64_t, int, uint64_t *)
-CORE_RECORD_3(park, int64_t, int64_t, uint64_t *)
-CORE_RECORD_2(yield, int64_t, uint64_t *)
-CORE_RECORD_2(yield_last, int64_t, uint64_t *)
-CORE_RECORD_2(cancel, int64_t, uint64_t)
-CORE_RECORD_2(forget_fd, int64_t, int)
-CORE_RECORD_4(set_fd_file, int64_t, int, uint64_t, uint64_t)
-CORE_RECORD_3(bind_waits, int64_t, farce_fd_wait *, int)
-CORE_RECORD_4(poll, int64_t, int64_t, farce_completion *, int)
-CORE_RECORD_5(poll_batch, int64_t, int64_t, farce_completion *, int, farce_poll_args *)
-CORE_RECORD_1(ops_supported, int64_t)
-CORE_RECORD_7(submit_op, int64_t, int, int, uint64_t, uint64_t, int64_t, uint64_t *)
-CORE_RECORD_2(cancel_op, int64_t, uint64_t)
-CORE_RECORD_2(drain_ops, int64_t, int64_t)
-CORE_RECORD_1(tick, int64_t)
-CORE_RECORD_1(wake_number, int)
-/* farce_last_error returns nothing: its record has a result no one reads. */
-struct last_error_call { void (*fn)(int64_t, char *, int); int64_t a1; char *a2; int a3; int64_t r; };
-static void last_error_run(void *p)
-{
-    struct last_error_call *k = p;
-    k->fn(k->a1, k->a2, k->a3);
-}
-#else
-#define CORE_CALL_THROUGH(name, f, ...) ((f)(__VA_ARGS__))
-#endif
-
-#define FARCE_CORE_CALL(c, name, ...) CORE_CALL_THROUGH(name, (c)->fn.name, __VA_ARGS__)
-
-#ifdef _WIN32
-static int64_t (*volatile wake_number)(int n); /* the DLL's farce_wake_number */
-#endif
+ * core's function c->fn.name. On Windows the table holds functions that run
+ * the DLL's on a stack of their own (core_door_windows.c). */
+#define FARCE_CORE_CALL(c, name, ...) ((c)->fn.name(__VA_ARGS__))
 
 /* ---- resolving a loaded library ------------------------------------------ */
 
 #define RESOLVE(field, symbol)                                               \
     do {                                                                     \
-        *(void **)&c->fn.field = dlsym(dl, symbol);                          \
+        *(void **)&c->fn.field = farce_core_symbol(dl, symbol);              \
         if (!c->fn.field && !*missing) *missing = symbol;                    \
     } while (0)
 
@@ -197,11 +85,8 @@ farce_core_copy *farce_core_resolve(void *dl, const char **missing)
     RESOLVE(cancel_op, "farce_cancel_op");
     RESOLVE(drain_ops, "farce_drain_ops");
     RESOLVE(tick, "farce_tick");
-#ifdef _WIN32
-    /* One DLL per process (no fork): its wake entry point is the process's. */
-    *(void **)&wake_number = dlsym(dl, "farce_wake_number");
-    if (!wake_number && !*missing) *missing = "farce_wake_number";
-#endif
+    const char *more = farce_core_resolve_platform(dl);
+    if (more && !*missing) *missing = more;
     if (*missing) {
         free(c);
         return NULL;
@@ -209,16 +94,6 @@ farce_core_copy *farce_core_resolve(void *dl, const char **missing)
     return c;
 }
 #undef RESOLVE
-
-#ifdef _WIN32
-void farce_write_wake(void *p)
-{
-    int64_t (*wake)(int) = wake_number;
-    /* on this thread's own core stack, whichever thread runs the unblock
-     * function: never the blocked poll's */
-    if (wake) (void)CORE_CALL_THROUGH(wake_number, wake, *(int *)p);
-}
-#endif
 
 /* ---- the table before a load, and in a child until it loads its own ------ */
 
@@ -294,7 +169,7 @@ int64_t farce_core_backends(const farce_core_copy *c, char *buf, int len)
 int64_t farce_core_probe(const farce_core_copy *c, int fd, uint32_t events)
 {
     farce_stack_guard();
-    return FARCE_CORE_CALL(c, probe, CORE_FD(fd), events);
+    return FARCE_CORE_CALL(c, probe, farce_core_fd(fd), events);
 }
 
 int64_t farce_core_stats(const farce_core_copy *c, int64_t h, int64_t *out, int n)
@@ -326,7 +201,7 @@ int64_t farce_core_wait_fd(const farce_core_copy *c, int64_t h, int fd, uint32_t
                            int known, uint64_t *token)
 {
     farce_stack_guard();
-    return FARCE_CORE_CALL(c, wait_fd, h, CORE_FD(fd), events, timeout_ns, known, token);
+    return FARCE_CORE_CALL(c, wait_fd, h, farce_core_fd(fd), events, timeout_ns, known, token);
 }
 
 int64_t farce_core_park(const farce_core_copy *c, int64_t h, int64_t timeout_ns, uint64_t *token)
@@ -355,12 +230,12 @@ int64_t farce_core_cancel_quietly(const farce_core_copy *c, int64_t h, uint64_t 
 int64_t farce_core_forget_fd(const farce_core_copy *c, int64_t h, int fd)
 {
     farce_stack_guard();
-    return FARCE_CORE_CALL(c, forget_fd, h, CORE_FD(fd));
+    return FARCE_CORE_CALL(c, forget_fd, h, farce_core_fd(fd));
 }
 
 int64_t farce_core_forget_fd_quietly(const farce_core_copy *c, int64_t h, int fd)
 {
-    return FARCE_CORE_CALL(c, forget_fd, h, CORE_FD(fd));
+    return FARCE_CORE_CALL(c, forget_fd, h, farce_core_fd(fd));
 }
 
 int64_t farce_core_set_fd_file(const farce_core_copy *c, int64_t h, int fd, uint64_t dev, uint64_t ino)

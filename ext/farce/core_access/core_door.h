@@ -41,21 +41,22 @@ static inline void farce_stack_guard(void)
 static inline uint32_t farce_token_slot(uint64_t token) { return (uint32_t)token; }
 static inline uint32_t farce_token_gen(uint64_t token) { return (uint32_t)(token >> 32); }
 
-#ifdef _WIN32
-/* Windows has no wake descriptor: the core hands out a wake number, and an
- * unblock function (never run in a signal handler there) calls the core's
- * farce_wake_number with it; p points at that number. */
+/* ---- what differs by platform: core_door_unix.c, core_door_windows.c ---- */
+
+/* The unblock function of the core's kernel wait, p pointing at the loop's
+ * wake_fd. On Linux it writes that wake descriptor and nothing else
+ * (docs/cgo-hazards.md rule 4: async-signal-safe). Windows has no wake
+ * descriptor: the core hands out a wake number, and this (never run in a
+ * signal handler there) calls the core's farce_wake_number with it. */
 void farce_write_wake(void *p);
-#else
-/* docs/cgo-hazards.md rule 4: an unblock function only writes the core's wake
- * descriptor (async-signal-safe); p points at that descriptor. */
-static inline void farce_write_wake(void *p)
-{
-    uint64_t one = 1;
-    ssize_t unused = write(*(int *)p, &one, sizeof(one));
-    (void)unused;
-}
-#endif
+/* What farce_core_resolve stores for the library's function `symbol`: on
+ * Linux the function itself (dlsym); on Windows one of the same signature
+ * that runs it on the thread's core call stack (core_call_windows.c). NULL
+ * when the library has none. */
+void *farce_core_symbol(void *dl, const char *symbol);
+/* The functions of the library the platform needs beyond the table: the
+ * name of a missing one, or NULL. */
+const char *farce_core_resolve_platform(void *dl);
 
 /* ---- for the loader (core_loader.c, core_open.c) --------------------------- */
 

@@ -30,7 +30,7 @@ void Init_farce_ext(void)
     farce_eError = rb_define_class_under(mFarce, "Error", rb_eStandardError);
     rb_define_singleton_method(mFarce, "core_loaded?", farce_core_loaded_p, 0);
     rb_define_singleton_method(mFarce, "backends", farce_backends_m, 0);
-    farce_io_transfer_init();
+    farce_io_transfer_init(mFarce);
     farce_fd_table_init(mFarce);
     farce_single_transfer_check();
     farce_fiber_scheduler_init(mFarce);

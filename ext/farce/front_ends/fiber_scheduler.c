@@ -16,10 +16,7 @@
 #include <ruby.h>
 #include <ruby/io.h>
 #include <ruby/fiber/scheduler.h>
-#ifdef _WIN32
-#include "hook_io/stream_offload_windows.h"
-#include "platforms/win32_compat.h"
-#endif
+#include "platforms/sys_io.h" /* suseconds_t on Windows */
 #include "front_ends/fiber_scheduler.h"
 #include "hook_io/io_transfer.h"
 #include "loop/event_loop.h"
@@ -610,13 +607,12 @@ static VALUE sched_io_wait(VALUE self, VALUE io, VALUE events, VALUE timeout)
     }
     int64_t tmo = farce_timeout_ns(timeout);
     farce_fd_ent *f = farce_fd_table_entry(&s->loop.fds, s->loop.handle, s->loop.backend, io, fd);
-#ifdef _WIN32
-    if (!f->socket) { /* only sockets have a kernel wait: anything else is polled */
-        int64_t got = farce_win32_wait_stream(&s->loop, io, fd, ev, tmo);
+    if (!f->pollable) {
+        /* no kernel wait: a regular file is always ready; on Windows
+         * anything but a socket is polled (steps_windows.c) */
+        int64_t got = f->steps->wait(&s->loop, io, fd, ev, tmo);
         return got == FARCE_RESUMED_ELSEWHERE ? INT2NUM(ev) : got > 0 ? LL2NUM(got) : Qfalse;
     }
-#endif
-    if (!f->pollable) return INT2NUM(ev);
     int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, tmo, FARCE_KNOWN_NOTHING);
     /* switched to by hand: report it ready, the caller's next call finds out */
     if (r == FARCE_RESUMED_ELSEWHERE) return INT2NUM(ev);
@@ -965,10 +961,8 @@ static VALUE sched_select_ready(VALUE self, VALUE io, VALUE events)
     int ev = NUM2INT(events) & (RUBY_IO_READABLE | RUBY_IO_PRIORITY | RUBY_IO_WRITABLE), got = 0;
     if ((ev & RUBY_IO_READABLE) && rb_io_read_pending(fptr)) got |= RUBY_IO_READABLE;
     if (!(ev & ~got)) return INT2NUM(got);
-#ifdef _WIN32
-    /* the core can only ask sockets */
-    if (!rb_w32_is_socket(farce_io_descriptor(io))) return INT2NUM(got | farce_win32_stream_ready(farce_io_descriptor(io), ev & ~got));
-#endif
+    int without_core = farce_ready_without_core(farce_io_descriptor(io), ev & ~got);
+    if (without_core >= 0) return INT2NUM(got | without_core);
     int64_t r = farce_core_probe(s->loop.core, farce_io_descriptor(io), (uint32_t)(ev & ~got));
     if (r == -EBADF) rb_raise(rb_eIOError, "closed stream");
     if (r < 0) farce_loop_raise(&s->loop, r, "IO.select");

@@ -28,9 +28,6 @@
 #include <string.h>
 #include <ruby.h>
 #include <ruby/io.h>
-#ifdef _WIN32
-#include "hook_io/stream_offload_windows.h"
-#endif
 #include "front_ends/io_event_selector.h"
 #include "hook_io/io_transfer.h"
 #include "loop/event_loop.h"
@@ -471,22 +468,17 @@ static VALUE sel_io_wait(VALUE self, VALUE fiber, VALUE io, VALUE events)
     int ev = NUM2INT(events) & EVENT_MASK;
     if (ev == 0) rb_raise(rb_eArgError, "io_wait: no events to wait for on fd %d", fd);
     farce_fd_ent *f = farce_fd_table_entry(&s->loop.fds, s->loop.handle, s->loop.backend, io, fd);
-#ifdef _WIN32
-    /* only sockets have a kernel wait: anything else not ready now is
-     * polled (stream_offload_windows.c), the loop running meanwhile */
-    if (!f->socket && !farce_win32_stream_ready(fd, ev)) {
-        int64_t r = farce_win32_wait_stream(&s->loop, io, fd, ev, -1);
-        return r == FARCE_RESUMED_ELSEWHERE ? Qfalse : LL2NUM(r & ev);
-    }
-    if (!f->socket) {
-        switch_queued(self, SWITCH_TO_LOOP, s->loop_fiber, 0, NULL); /* ready now: still a turn of the loop */
-        return INT2NUM(farce_win32_stream_ready(fd, ev));
-    }
-#endif
     if (!f->pollable) {
-        /* a regular file is always ready: still a turn of the loop */
-        switch_queued(self, SWITCH_TO_LOOP, s->loop_fiber, 0, NULL);
-        return INT2NUM(ev);
+        /* No kernel wait: a regular file is always ready; on Windows
+         * anything but a socket that is not ready now is polled
+         * (steps_windows.c), the loop running meanwhile. */
+        const farce_fd_steps *steps = f->steps; /* static: still there after the switch, unlike f */
+        if (!steps->ready_now(fd, ev)) {
+            int64_t r = steps->wait(&s->loop, io, fd, ev, -1);
+            return r == FARCE_RESUMED_ELSEWHERE ? Qfalse : LL2NUM(r & ev);
+        }
+        switch_queued(self, SWITCH_TO_LOOP, s->loop_fiber, 0, NULL); /* ready now: still a turn of the loop */
+        return INT2NUM(steps->ready_now(fd, ev));
     }
     int64_t r = farce_loop_wait_fd(&s->loop, fd, (uint32_t)ev, -1, FARCE_KNOWN_NOTHING);
     if (r == FARCE_RESUMED_ELSEWHERE) return Qfalse;

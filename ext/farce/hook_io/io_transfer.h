@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <ruby/fiber/scheduler.h>
 #include "loop/event_loop.h"
+#include "hook_io/transfer_step.h" /* enum farce_direction */
 
 /* Ruby 4.1's hooks (scheduler interface version 4, ruby/ruby#18483):
  * io_read/io_write(io, buffer, offset, length) and io_pread/io_pwrite(io,
@@ -21,8 +22,6 @@
 #define FARCE_SINGLE_TRANSFER_HOOKS 0
 #endif
 
-enum farce_direction { FARCE_READ, FARCE_WRITE };
-
 /* Moves at least `length` bytes between buffer[offset...] and io (one
  * successful call when length is 0), at file position `from`, or at the
  * stream's position when from < 0. Returns the count, or -errno when
@@ -31,7 +30,8 @@ enum farce_direction { FARCE_READ, FARCE_WRITE };
 VALUE farce_io_transfer(farce_loop *l, VALUE io, VALUE buffer, VALUE length, size_t offset, off_t from,
                         enum farce_direction direction);
 
-void farce_io_transfer_init(void);
+/* Also defines Farce.__caller_is_nonblock? (caller_may_wait.c). */
+void farce_io_transfer_init(VALUE mFarce);
 
 /* The version 4 transfer (io_transfer_v4.c): one read or write of at most
  * `length` bytes between buffer[offset, length] and io, at file position
@@ -51,12 +51,18 @@ VALUE farce_io_transfer_once(farce_loop *l, VALUE io, VALUE buffer, VALUE offset
  * would wait, or cannot say. */
 ssize_t farce_file_nowait(int fd, int reading, void *at, size_t room, off_t pos, size_t copy_max);
 
+/* For IO.select's probe: -1 when the core can ask fd's readiness, else the
+ * events of `events` fd is ready for now (on Windows, anything but a
+ * socket: steps_windows.c). */
+int farce_ready_without_core(int fd, int events);
+
 /* Raises LoadError when the running Ruby calls the read/write hooks in
  * the other form than the one this build binds (io_transfer_v4.c). */
 void farce_single_transfer_check(void);
 
-/* io_transfer.c's stream read/write that never blocks the thread (for
- * io_transfer_v4.c): what read(2)/write(2) return, EAGAIN included. */
+/* The call of a pollable descriptor's step (a socket's, a pipe's, a
+ * terminal's: steps_unix.c, steps_windows.c) that never blocks the thread,
+ * for io_transfer_v4.c: what read(2)/write(2) return, EAGAIN included. */
 ssize_t farce_stream_nowait(farce_fd_ent *f, int fd, int reading, void *at, size_t room);
 
 /* For io_transfer_v4.c, io_transfer.c's own rules: whether f's transfers

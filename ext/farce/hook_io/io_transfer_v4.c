@@ -24,7 +24,7 @@
  * operation, or after a short read, go to the operation at once, as in
  * io_transfer.c: the attempt would mostly answer EAGAIN (a system call per
  * read of a ping-pong). Buffer holds, pins, cancellation on close and exceptions
- * that reach the parked fiber are io_transfer.c's run_op, shared.
+ * that reach the parked fiber are step_completion.c's, shared.
  *
  * Kept apart from io_transfer.c (interface versions 1 to 3), whose hot path
  * stays exactly as it is; io_transfer.h says which one a build binds to the
@@ -36,22 +36,13 @@
  * nothing between taking and giving back the hold can raise or switch
  * fibers: no Ruby call, no Go call, no wait.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE 1
-#endif
 #include <errno.h>
-#ifdef _WIN32
-#include "hook_io/stream_offload_windows.h"
-#include "platforms/win32_compat.h"
-#else
-#include <poll.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <ruby.h>
 #include <ruby/io.h>
 #include <ruby/io/buffer.h>
+#include "platforms/sys_io.h"
 #include "hook_io/buffer_lock.h"
 #include "hook_io/io_transfer.h"
 
@@ -67,98 +58,113 @@ static int ready_now(int fd, int reading)
     return r != 0; /* an error: let the call itself report it */
 }
 
+/* One transfer: what it moves and where. f: the descriptor's entry (a
+ * stream transfer's only). */
+struct once {
+    farce_loop *l;
+    VALUE io, buffer;
+    farce_fd_ent *f;
+    int fd, reading, positional;
+    char *at;
+    size_t length;
+    off_t from;
+};
+
+/* The transfer as one completion operation; what it teaches about a
+ * stream read, as in io_transfer.c's steps. -EINTR: try again. */
+static int64_t once_op(struct once *o)
+{
+    farce_loop *l = o->l;
+    int64_t op = farce_io_run_op(l, o->io, o->fd, o->buffer, o->reading ? FARCE_READ : FARCE_WRITE, o->at, o->length);
+    if (op == -EINTR) return op;
+    /* the table may have grown while the fiber was parked */
+    farce_fd_ent *f = farce_fd_table_entry(&l->fds, l->handle, l->backend, o->io, o->fd);
+    if (o->reading) {
+        if (op == -EAGAIN || op == -EWOULDBLOCK) f->read_with_op = f->drained = 0; /* no fast poll: readiness next time */
+        else f->drained = op >= 0 && (size_t)op < o->length;
+    }
+    return op == -EWOULDBLOCK ? -EAGAIN : op;
+}
+
+/* The nonblocking attempt, the buffer held around it: the count or -errno. */
+static int64_t once_call(struct once *o)
+{
+    farce_fd_ent *f = o->f;
+    int fd = o->fd, reading = o->reading;
+    int held = farce_buffer_hold(o->buffer);
+    ssize_t n = o->positional ? (reading ? pread(fd, o->at, o->length, o->from) : pwrite(fd, o->at, o->length, o->from))
+                : f->pollable ? farce_stream_nowait(f, fd, reading, o->at, o->length)
+                              : (reading ? read(fd, o->at, o->length) : write(fd, o->at, o->length));
+    int e = errno;
+    farce_buffer_release(o->buffer, held);
+    o->l->transfer_calls++; /* stats: system calls per request */
+    if (n < 0) return -(e == EWOULDBLOCK ? EAGAIN : e);
+    if (reading && !o->positional) {
+        f->drained = f->stream && (size_t)n < o->length;
+        f->read_with_op = 0;
+    }
+    return n;
+}
+
+/* Whether a stream call that found the descriptor not ready becomes one
+ * operation: when io_transfer.c's would (farce_io_use_ops) and the caller
+ * is not a *_nonblock method (it must get -EAGAIN at once). */
+static int becomes_op(struct once *o)
+{
+    farce_fd_ent *f = o->f;
+    if (o->positional || !f->stream || !f->pollable || f->blocking || !farce_loop_can_park(o->l) ||
+        farce_io_nonblocking_call())
+        return 0;
+    farce_loop_start(o->l, NULL); /* the selector's lazy core: operations need it */
+    return farce_io_use_ops(o->l, f);
+}
+
+/* The count (0 at end of file), or -errno; -EINTR: try again. */
+static int64_t once(struct once *o)
+{
+    farce_loop *l = o->l;
+    if (!o->positional) {
+        /* the number may name another file by now: the table forgets the old one */
+        farce_fd_ent *f = o->f = farce_fd_table_entry(&l->fds, l->handle, l->backend, o->io, o->fd);
+        if (f->pollable && f->blocking && !ready_now(o->fd, o->reading)) return -EAGAIN;
+        /* no kernel wait (a Windows pipe): asked instead */
+        if (!f->pollable && o->reading && !f->steps->ready_now(o->fd, RUBY_IO_READABLE)) return -EAGAIN;
+        if (o->reading && (f->read_with_op || f->drained) && farce_io_use_ops(l, f) && !farce_io_nonblocking_call())
+            return once_op(o);
+    }
+    int64_t n = once_call(o);
+    if (n != -EAGAIN || !becomes_op(o)) return n;
+    if (o->reading) o->f->read_with_op = 1; /* and every later read of the stream, as in io_transfer.c */
+    return once_op(o);
+}
+
 VALUE farce_io_transfer_once(farce_loop *l, VALUE io, VALUE buffer, VALUE offset_v, VALUE length_v, off_t from,
                              enum farce_direction direction)
 {
-    int reading = direction == FARCE_READ;
     io = rb_io_get_io(io);
     farce_loop_give_owed_turn(l, io); /* before any byte moves, as in farce_io_transfer */
     int64_t turn = l->turns.started_ns;
     size_t offset = NUM2SIZET(offset_v), length = NUM2SIZET(length_v);
-    int positional = from >= 0;
-    VALUE result;
+    struct once o = {.l = l, .io = io, .buffer = buffer, .reading = direction == FARCE_READ, .positional = from >= 0,
+                     .length = length, .from = from};
+    int64_t result;
     for (;;) {
-        int fd = farce_io_descriptor(io); /* IOError once closed, also after EINTR */
+        o.fd = farce_io_descriptor(io); /* IOError once closed, also after EINTR */
         void *base;
         size_t size;
-        farce_buffer_bytes(buffer, reading, &base, &size);
+        farce_buffer_bytes(buffer, o.reading, &base, &size);
         if (offset > size || length > size - offset) return INT2NUM(-EINVAL);
         if (length == 0) return INT2FIX(0); /* no transfer asked: none made (io-event answers the same) */
-        char *at = (char *)base + offset;
-        farce_fd_ent *f = NULL;
-        int64_t op = 0; /* the operation's result, when one ran */
-        int ran_op = 0;
-        if (!positional) {
-            /* the number may name another file by now: the table forgets the old one */
-            f = farce_fd_table_entry(&l->fds, l->handle, l->backend, io, fd);
-            if (f->pollable && f->blocking && !ready_now(fd, reading)) {
-                result = INT2NUM(-EAGAIN);
-                break;
-            }
-#ifdef _WIN32
-            /* a pipe: never waited on there (only sockets are), asked instead */
-            if (!f->socket && reading && farce_win32_read_would_block(fd)) {
-                result = INT2NUM(-EAGAIN);
-                break;
-            }
-#endif
-            if (reading && (f->read_with_op || f->drained) && farce_io_use_ops(l, f) && !farce_io_nonblocking_call()) {
-                op = farce_io_run_op(l, io, fd, buffer, direction, at, length);
-                ran_op = 1;
-            }
-        }
-        if (!ran_op) {
-            int held = farce_buffer_hold(buffer);
-            ssize_t n = positional    ? (reading ? pread(fd, at, length, from) : pwrite(fd, at, length, from))
-                        : f->pollable ? farce_stream_nowait(f, fd, reading, at, length)
-                                      : (reading ? read(fd, at, length) : write(fd, at, length));
-            int e = errno;
-            farce_buffer_release(buffer, held);
-            l->transfer_calls++; /* stats: system calls per request */
-            if (n >= 0) {
-                if (reading && !positional) {
-                    f->drained = f->stream && (size_t)n < length;
-                    f->read_with_op = 0;
-                }
-                result = SSIZET2NUM(n);
-                break;
-            }
-            if (e == EINTR) {
-                rb_thread_check_ints(); /* traps, Thread#raise: nothing is held */
-                continue;
-            }
-            if (e == EWOULDBLOCK) e = EAGAIN;
-            if (e != EAGAIN || positional || !f->stream || !f->pollable || f->blocking || !farce_loop_can_park(l)
-                || farce_io_nonblocking_call()) {
-                result = INT2NUM(-e);
-                break;
-            }
-            farce_loop_start(l, NULL); /* the selector's lazy core: operations need it */
-            if (!farce_io_use_ops(l, f)) {
-                result = INT2NUM(-EAGAIN);
-                break;
-            }
-            if (reading) f->read_with_op = 1; /* and every later read of the stream, as in io_transfer.c */
-            op = farce_io_run_op(l, io, fd, buffer, direction, at, length);
-        }
-        if (op == -EINTR) {
-            rb_thread_check_ints();
-            continue;
-        }
-        /* the table may have grown while the fiber was parked */
-        f = farce_fd_table_entry(&l->fds, l->handle, l->backend, io, fd);
-        if (reading) {
-            if (op == -EAGAIN || op == -EWOULDBLOCK) f->read_with_op = f->drained = 0; /* no fast poll: readiness next time */
-            else f->drained = op >= 0 && (size_t)op < length;
-        }
-        result = LL2NUM(op == -EWOULDBLOCK ? -EAGAIN : op);
-        break;
+        o.at = (char *)base + offset;
+        result = once(&o);
+        if (result != -EINTR) break;
+        rb_thread_check_ints(); /* traps, Thread#raise: nothing is held */
     }
     /* a transfer that does not park must not hold the loop: the turn is
      * owed to the fiber's next hook, never given here (event_loop.h); a
      * fiber that parked on an operation began a new turn when it resumed */
     if (l->turns.started_ns == turn) farce_loop_turn_check_after_transfer(l);
-    return result;
+    return LL2NUM(result);
 }
 
 /* Which read/write hook forms the running Ruby calls can only be read from

@@ -25,9 +25,7 @@
 #include <ruby/io.h>
 #include <ruby/io/buffer.h>
 #include <ruby/thread.h>
-#ifdef _WIN32
-#include "platforms/win32_compat.h"
-#endif
+#include "platforms/sys_io.h"
 #include "hook_io/buffer_lock.h"
 #include "hook_io/io_transfer.h"
 #include "loop/ruby_io.h"

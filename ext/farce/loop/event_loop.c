@@ -84,6 +84,7 @@ void farce_loop_start_core(farce_loop *l, const char *backend)
     l->backend = ID2SYM(rb_intern(name));
     l->fallback_reason = reason[0] ? rb_str_freeze(rb_str_new_cstr(reason)) : Qnil;
     l->ops = farce_core_ops_supported(l->core, h);
+    farce_fd_table_use_completion(&l->fds, l->ops); /* descriptors seen before the start included */
     if (l->ops) farce_inflight_ops_register(&l->inflight_ops, &l->waits, &l->nwaits, &l->ops_in_flight);
     if (l->stall.threshold_ns > 0) farce_loop_watch_stalls(l, l->stall.threshold_ns); /* asked for before the start */
     RB_GC_GUARD(from_environment); /* backend points into it until here */
@@ -228,9 +229,7 @@ void farce_loop_free(farce_loop *l)
     if (l->stall.turns && !farce_loop_inert(l)) __atomic_store_n(&l->stall.turns->active, 0, __ATOMIC_RELEASE);
     loop_orphan(l); /* the handle, and the wait table if operations are in flight */
     if (l->blocked) st_free_table(l->blocked);
-#ifdef _WIN32
     if (l->polled) st_free_table(l->polled);
-#endif
     xfree(l->waits);
     xfree(l->wakes);
     xfree(l->queued_ops);
@@ -459,18 +458,15 @@ void farce_loop_give_turn(farce_loop *l)
  * fstat and fcntl on each side of it cost nothing on the common path. */
 void farce_loop_give_turn_on(farce_loop *l, VALUE io)
 {
-#ifndef _WIN32
     int fd = farce_io_fd_or_closed(io);
     uint64_t dev = 0, ino = 0, dev_after, ino_after;
+    /* not known where a number is not reused while its IO is open (a
+     * Windows SOCKET): the turn is all there is to do */
     int known = fd >= 0 && farce_fd_file_now(fd, &dev, &ino);
     farce_loop_give_turn(l);
     /* io itself closed (or never open): the hook's own check raises */
     if (!known || farce_io_fd_or_closed(io) != fd) return;
     if (!farce_fd_file_now(fd, &dev_after, &ino_after) || dev_after != dev || ino_after != ino) farce_raise_closed(fd);
-#else
-    /* a SOCKET value is not reused while its socket is open (fd_table.c) */
-    farce_loop_give_turn(l);
-#endif
 }
 
 /* ---- stall detection (the state and the signal: stall.c) ------------------------- */
@@ -511,7 +507,6 @@ int64_t farce_turn_budget_ns(VALUE seconds)
 
 /* ---- hooks both front ends answer the same way ---------------------------------- */
 
-#ifdef _WIN32
 struct polled_close {
     farce_loop *l;
     int fd;
@@ -526,20 +521,17 @@ static int wake_polled(st_data_t token, st_data_t fd, st_data_t arg)
     farce_loop_wake(c->l, (uint64_t)token);
     return ST_DELETE;
 }
-#endif
 
 void farce_loop_io_close(farce_loop *l, VALUE target)
 {
     /* from another thread nothing is done here: the close scan finds it */
     if (!l->handle || l->closed || farce_loop_inert(l) || rb_thread_current() != l->thread) return;
     int fd = RB_INTEGER_TYPE_P(target) ? NUM2INT(target) : farce_io_fd_or_closed(rb_io_get_io(target));
-#ifdef _WIN32
-    /* a pipe's waiters poll it, and no kernel wait names them */
+    /* a polled descriptor's waiters (a Windows pipe's), whom no kernel wait names */
     if (fd >= 0 && l->polled && l->polled->num_entries) {
         struct polled_close c = {l, fd};
         st_foreach(l->polled, wake_polled, (st_data_t)&c);
     }
-#endif
     if (fd < 0 || fd >= l->fds.nfds || !l->fds.fds[fd].io) return;
     farce_fd_table_forget(&l->fds, l->handle, fd); /* checks the stack: io_close runs on the closing fiber's */
 }

@@ -157,12 +157,11 @@ struct farce_loop {
      * fires timers: a wake from the loop's thread costs no call either. */
     uint64_t *wakes;
     long nwakes, wakes_cap;
-#ifdef _WIN32
-    /* Fibers polling a pipe, file or console (farce_loop_park_polled):
-     * their token -> descriptor, so that io_close wakes them. No kernel wait
-     * knows of them there, so forgetting the descriptor reaches none. */
+    /* Fibers polling a descriptor with no kernel wait (a Windows pipe,
+     * file or console: farce_loop_park_polled): their token -> descriptor,
+     * so that io_close wakes them. No kernel wait knows of them, so
+     * forgetting the descriptor reaches none. NULL until the first. */
     st_table *polled;
-#endif
     /* Operations queued since the last poll (farce_loop_note_op) */
     farce_queued_op *queued_ops;
     long nqueued_ops, queued_ops_cap;

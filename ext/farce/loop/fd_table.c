@@ -23,9 +23,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
-#include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
 #include "loop/fd_table.h"
 #include "core_access/core_door.h"
 #include "loop/ruby_io.h"
@@ -99,38 +97,6 @@ static int same_io(farce_fd_ent *f, VALUE io)
     return 1;
 }
 
-#ifndef _WIN32
-/* What names the open file behind a number without holding it: the inode
- * (st_dev, st_ino) and the access mode (a pipe's two ends share an inode).
- * Sockets and pipes get an inode each; files that share one (the anonymous
- * inode of eventfd, timerfd, ...; a FIFO or device opened twice) look the
- * same to it, and so are taken for the same file. Zero: not known. */
-static void file_identity(const struct stat *st, int ok, int flags, uint64_t *dev, uint64_t *ino)
-{
-    if (!ok) {
-        *dev = *ino = 0;
-        return;
-    }
-    *dev = (uint64_t)st->st_dev ^ ((uint64_t)(flags >= 0 ? (flags & O_ACCMODE) + 1 : 0) << 61);
-    *ino = (uint64_t)st->st_ino;
-}
-
-static void set_file(farce_fd_table *t, int64_t handle, VALUE backend, int fd, uint64_t dev, uint64_t ino)
-{
-    int64_t r = farce_core_set_fd_file(t->core, handle, fd, dev, ino);
-    if (r < 0) farce_core_raise(t->core, handle, r, "tell which file a descriptor names", backend);
-}
-
-int farce_fd_file_now(int fd, uint64_t *dev, uint64_t *ino)
-{
-    struct stat st;
-    int flags = fcntl(fd, F_GETFL);
-    int ok = fstat(fd, &st) == 0;
-    file_identity(&st, ok, flags, dev, ino);
-    return ok;
-}
-#endif
-
 unsigned long farce_fd_reopens;
 
 static VALUE descriptors_reopened(VALUE mod)
@@ -144,47 +110,19 @@ void farce_fd_table_init(VALUE mFarce)
     rb_define_singleton_method(mFarce, "__descriptors_reopened", descriptors_reopened, 0);
 }
 
-#ifndef _WIN32
-/* The file facts that decide how to read (fd_table.h). */
-static void read_facts(farce_fd_ent *f, const struct stat *st, int stat_ok, int flags)
+farce_fd_steps farce_fd_steps_by_kind[FARCE_FD_KINDS][2];
+
+static void choose_steps(const farce_fd_table *t, farce_fd_ent *f)
 {
-    f->drained = 0;
-    f->read_with_op = 0;
-    f->blocking = flags >= 0 && !(flags & O_NONBLOCK);
-    if (stat_ok) {
-        f->stream = S_ISSOCK(st->st_mode) || S_ISFIFO(st->st_mode);
-        f->socket = S_ISSOCK(st->st_mode);
-        f->pollable = !S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode);
-    } else {
-        f->stream = f->socket = 0;
-        f->pollable = 1;
-    }
+    f->steps = &farce_fd_steps_by_kind[f->kind][t->completion != 0];
 }
 
-/* The same IO after an IO#reopen somewhere in the process: when its file
- * is another now, the core drops the old file's registration and waiters
- * (they wake with IOError) and the facts are read again. */
-static void recheck_file(farce_fd_table *t, int64_t handle, VALUE backend, farce_fd_ent *f, int fd)
+void farce_fd_table_use_completion(farce_fd_table *t, int completion)
 {
-    f->reopens = farce_fd_reopens;
-    struct stat st;
-    int flags = fcntl(fd, F_GETFL);
-    int stat_ok = fstat(fd, &st) == 0;
-    uint64_t dev, ino;
-    file_identity(&st, stat_ok, flags, &dev, &ino);
-    if (dev == f->dev && ino == f->ino) return;
-    if (handle) {
-        if (t->ndeferred) farce_fd_table_start_deferred(t, handle);
-        if (!f->file_told) set_file(t, handle, backend, fd, f->dev, f->ino);
-        set_file(t, handle, backend, fd, dev, ino);
-    }
-    f->dev = dev;
-    f->ino = ino;
-    f->file_told = handle != 0;
-    read_facts(f, &st, stat_ok, flags);
+    t->completion = completion;
+    for (int fd = 0; fd < t->nfds; fd++)
+        if (t->fds[fd].io) choose_steps(t, &t->fds[fd]);
 }
-
-#endif
 
 farce_fd_ent *farce_fd_table_entry_slow(farce_fd_table *t, int64_t handle, VALUE backend, VALUE io, int fd)
 {
@@ -192,9 +130,10 @@ farce_fd_ent *farce_fd_table_entry_slow(farce_fd_table *t, int64_t handle, VALUE
     grow(t, fd);
     farce_fd_ent *f = &t->fds[fd];
     if (same_io(f, io)) {
-#ifndef _WIN32
-        if (f->reopens != farce_fd_reopens) recheck_file(t, handle, backend, f, fd);
-#endif
+        if (f->reopens != farce_fd_reopens) {
+            farce_fd_file_recheck(t, handle, backend, f, fd);
+            choose_steps(t, f);
+        }
         return f;
     }
     /* two IOs, one open descriptor (for_fd, autoclose off) */
@@ -207,46 +146,11 @@ farce_fd_ent *farce_fd_table_entry_slow(farce_fd_table *t, int64_t handle, VALUE
     VALUE id = rb_obj_id(io);
     VALUE alive = weak_map(t); /* first: it also sets id_aset */
     rb_funcall(alive, id_aset, 2, id, io);
-#ifdef _WIN32
+    farce_fd_file_take(t, handle, backend, f, fd, shared);
+    choose_steps(t, f);
     f->io = io;
     f->io_id = FIXNUM_P(id) ? id : Qfalse; /* never a Bignum on 64-bit hosts; Qfalse: checked each GC */
     f->gc_seen = seen_now();
-    f->drained = 0;
-    f->read_with_op = 0;
-    /* Only a socket can be waited on (the IOCP driver polls sockets through
-     * AFD). It is made non-blocking here, as Ruby on Linux makes every
-     * socket, so that a recv or send never blocks the loop; Ruby's own
-     * calls on it then wait for readiness when it is not ready. A SOCKET
-     * value is not reused while its socket is open, so the number names
-     * its file and no identity needs telling. */
-    f->socket = f->stream = f->pollable = rb_w32_is_socket(fd) != 0;
-    f->blocking = !f->socket;
-    if (f->socket) rb_w32_set_nonblock(fd);
-#else
-    struct stat st;
-    int flags = fcntl(fd, F_GETFL);
-    int stat_ok = fstat(fd, &st) == 0;
-    if (handle) {
-        /* Another IO presents the number: it may name another open file by
-         * now, one that C code (libmariadb, ...) got after it close(2)d or
-         * dup2(2)ed the old one behind the old IO's back. The core compares
-         * and, when it changed, wakes the old file's waiters with IOError and
-         * arms the new file afresh: a registration belongs to the file it was
-         * made for. The same IO again never gets here (the check above). */
-        if (t->ndeferred) farce_fd_table_start_deferred(t, handle);
-        /* the old IO came before the core (the selector starts it on first
-         * need): the core learns the old file first, to compare */
-        if (f->io && shared && !f->file_told) set_file(t, handle, backend, fd, f->dev, f->ino);
-    }
-    file_identity(&st, stat_ok, flags, &f->dev, &f->ino);
-    f->file_told = handle != 0;
-    f->reopens = farce_fd_reopens;
-    if (handle) set_file(t, handle, backend, fd, f->dev, f->ino);
-    f->io = io;
-    f->io_id = FIXNUM_P(id) ? id : Qfalse; /* never a Bignum on 64-bit hosts; Qfalse: checked each GC */
-    f->gc_seen = seen_now();
-    read_facts(f, &st, stat_ok, flags);
-#endif
     return f;
 }
 

@@ -10,6 +10,44 @@
 #include <ruby.h>
 #include "core_access/core_door.h"
 
+/* What kind of file a descriptor names, read once when an IO takes the
+ * number (fd_table_unix.c, fd_table_windows.c): it picks the steps that move
+ * its bytes (farce_fd_steps). A terminal is any other pollable file (a tty,
+ * a character device, an eventfd; a Windows console). */
+typedef enum {
+    FARCE_FD_SOCKET,
+    FARCE_FD_PIPE, /* a pipe or FIFO */
+    FARCE_FD_FILE, /* a regular file or directory: no readiness */
+    FARCE_FD_TERMINAL,
+    FARCE_FD_KINDS
+} farce_fd_kind;
+
+/* One transfer under way (hook_io/transfer_step.h). The loop only keeps,
+ * for each descriptor, the steps that move its bytes: hook_io fills them in
+ * (farce_fd_steps_by_kind), the table picks them once per descriptor. */
+struct farce_transfer;
+struct farce_loop;
+typedef struct {
+    /* One try at moving bytes at the stream's position, and at a file
+     * position: the count (0 at end of file), or -errno; -EAGAIN (or
+     * -EWOULDBLOCK) when it would block, and the transfer parks (or, when its
+     * caller may not wait, answers -EAGAIN). */
+    int64_t (*step)(struct farce_transfer *t);
+    int64_t (*positional)(struct farce_transfer *t);
+    /* Waits until a step that would block may be tried again. */
+    void (*park)(struct farce_transfer *t);
+    /* For a descriptor with no kernel wait (not pollable: a regular file;
+     * on Windows anything but a socket), the front ends' io_wait: the
+     * events of `events` it is ready for now, and a wait until it is ready
+     * for some (those events, 0 once timeout_ns passed (< 0: never), or
+     * FARCE_RESUMED_ELSEWHERE). */
+    int (*ready_now)(int fd, int events);
+    int64_t (*wait)(struct farce_loop *l, VALUE io, int fd, int events, int64_t timeout_ns);
+} farce_fd_steps;
+
+/* [kind][1 when the loop performs completion operations (io_uring)] */
+extern farce_fd_steps farce_fd_steps_by_kind[FARCE_FD_KINDS][2];
+
 typedef struct {
     VALUE io;         /* the IO object last waited on with this number: NOT marked (see fd_table.c) */
     VALUE io_id;      /* its object id (a Fixnum): tells it from a new object at the same address */
@@ -22,6 +60,8 @@ typedef struct {
     uint8_t drained;  /* the last read was short */
     uint8_t read_with_op; /* completion ops: the last read had to wait, so read with an op at once */
     uint8_t file_told; /* the core was told dev/ino (no core yet when io took the number: not) */
+    uint8_t kind;     /* farce_fd_kind */
+    const farce_fd_steps *steps; /* farce_fd_steps_by_kind[kind][the table's completion] */
     unsigned long reopens; /* farce_fd_reopens when dev/ino were last read */
 } farce_fd_ent;
 
@@ -43,6 +83,7 @@ typedef struct {
     int ndeferred;
     VALUE alive; /* ObjectSpace::WeakMap: object id => IO, while the IO lives (marked) */
     const farce_core_copy *core; /* the core copy the loop's handle belongs to */
+    int completion; /* the loop performs completion operations: the entries' steps are those */
 } farce_fd_table;
 
 /* Descriptor numbers the table accepts: the Go core's bound. A larger one
@@ -87,12 +128,32 @@ void farce_fd_table_forget(farce_fd_table *t, int64_t handle, int fd);
  * poll. A failure leaves them to the poll. */
 void farce_fd_table_start_deferred(farce_fd_table *t, int64_t handle);
 
-#ifndef _WIN32
+/* The loop started a core, which performs completion operations or not:
+ * every entry takes the steps for that. */
+void farce_fd_table_use_completion(farce_fd_table *t, int completion);
+
+/* ---- what differs by platform: fd_table_unix.c (fstat and fcntl: the
+ * inode the core compares, the kind of file, O_NONBLOCK) and
+ * fd_table_windows.c (a SOCKET or not, the only kind with a kernel wait
+ * there; no identity to tell: a SOCKET value is not reused while its
+ * socket is open) ---- */
+
+/* io takes fd's entry f (before f->io is set): f's file facts (kind,
+ * stream, socket, pollable, blocking; drained and read_with_op cleared) and
+ * its identity, told to the core when handle is set. shared: the entry's
+ * old IO is alive and uses the same open descriptor. Raises on core errors. */
+void farce_fd_file_take(farce_fd_table *t, int64_t handle, VALUE backend, farce_fd_ent *f, int fd, int shared);
+
+/* The same IO, after an IO#reopen somewhere in the process: when its file
+ * is another now, the core drops the old file's registration and waiters
+ * (they wake with IOError) and the facts are read again. */
+void farce_fd_file_recheck(farce_fd_table *t, int64_t handle, VALUE backend, farce_fd_ent *f, int fd);
+
 /* Which open file fd names now, as the table tells files apart (the inode
  * and the access mode): 1, or 0 when fd cannot be asked (then *dev and
- * *ino are 0). One fstat and one fcntl. */
+ * *ino are 0), and always 0 where numbers are not reused under an open
+ * IO (Windows). */
 int farce_fd_file_now(int fd, uint64_t *dev, uint64_t *ino);
-#endif
 
 /* Raises IOError for a wait or transfer on fd that ended because its open
  * file went: the IO was closed, or the number names another file now

@@ -19,7 +19,9 @@
  * handlers only for synchronous signals, SIGPIPE and SIGURG in a shared
  * library); the handler runs on the alternate stack Ruby or Go set up, and
  * system calls it interrupts restart (SA_RESTART; farce's own kernel wait
- * returns EINTR to C as it does for any signal, rule 4).
+ * returns EINTR to C as it does for any signal, rule 4). The signal, its
+ * handler and the thread's id are the platform's: stall_unix.c,
+ * stall_windows.c (Windows has no signal to interrupt one thread with).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -27,23 +29,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#ifndef _WIN32
-#include <signal.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 #include <ruby.h>
 #include <ruby/debug.h>
 #include "loop/stall.h"
-#ifdef _WIN32
-#include <windows.h> /* after ruby.h, which brings winsock2.h first */
-#endif
-
-#ifdef _WIN32
-#define FARCE_STALL_SIGNAL 0 /* none: see install_handler */
-#else
-#define FARCE_STALL_SIGNAL (SIGRTMIN + 7)
-#endif
 
 /* Loops with stall detection on (a few at most): the job looks for the
  * stalled one among those of its thread. Touched only with the GVL. */
@@ -67,60 +55,15 @@ static void stall_job(void *unused)
     }
 }
 
-#ifdef _WIN32
-/* Windows has no signal to interrupt one thread with, so no sample of the
- * stalled fiber can be taken there: turning detection on says so. */
-static int install_handler(void)
-{
-    (void)stall_job;
-    rb_raise(rb_eNotImpError, "farce's stall detection (stall_threshold) is not available on Windows: it interrupts "
-             "the stalled thread with a POSIX signal, and Windows has none");
-    return -1;
-}
-#else
-#ifdef POSTPONED_JOB_HANDLE_INVALID /* Ruby 3.3+: preregistered, triggered from the handler */
-static rb_postponed_job_handle_t job_handle = POSTPONED_JOB_HANDLE_INVALID;
-static void on_signal(int sig, siginfo_t *info, void *ctx)
-{
-    if (job_handle != POSTPONED_JOB_HANDLE_INVALID) rb_postponed_job_trigger(job_handle);
-}
-#else
-static void on_signal(int sig, siginfo_t *info, void *ctx)
-{
-    rb_postponed_job_register_one(0, stall_job, NULL);
-}
-#endif
-
-static int install_handler(void)
-{
-    static int installed;
-    if (installed) return 0;
-#ifdef POSTPONED_JOB_HANDLE_INVALID
-    job_handle = rb_postponed_job_preregister(0, stall_job, NULL);
-    if (job_handle == POSTPONED_JOB_HANDLE_INVALID) return -1;
-#endif
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(FARCE_STALL_SIGNAL, &sa, NULL) != 0) return -1;
-    installed = 1;
-    return 0;
-}
-#endif
-
 void farce_stall_init(farce_stall *st, const VALUE *thread)
 {
     st->thread = thread;
     st->fiber = st->backtrace = Qnil;
 }
 
-int farce_stall_signal(void) { return FARCE_STALL_SIGNAL; }
-
 int farce_stall_prepare(farce_stall *st, int64_t threshold_ns)
 {
-    if (threshold_ns > 0 && install_handler() != 0) return -1;
+    if (threshold_ns > 0 && farce_stall_install_handler(stall_job) != 0) return -1;
     if (!st->turns && threshold_ns > 0) {
         st->turns = calloc(1, sizeof(farce_turn_state));
         if (!st->turns) return -ENOMEM;
@@ -158,11 +101,7 @@ void farce_stall_forget(farce_stall *st)
 
 void farce_stall_thread_changed(farce_stall *st)
 {
-#ifdef _WIN32
-    if (st->turns) __atomic_store_n(&st->turns->tid, (int64_t)GetCurrentThreadId(), __ATOMIC_RELEASE);
-#else
-    if (st->turns) __atomic_store_n(&st->turns->tid, (int64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
-#endif
+    if (st->turns) __atomic_store_n(&st->turns->tid, farce_stall_thread_id(), __ATOMIC_RELEASE);
 }
 
 int farce_stall_take_report(farce_stall *st, int64_t now_ns, VALUE *fiber, double *seconds, VALUE *backtrace)

@@ -29,8 +29,14 @@ typedef struct farce_stall {
 
 /* thread: where the loop keeps its thread, read by the signal's job. */
 void farce_stall_init(farce_stall *st, const VALUE *thread);
+/* ---- the platform's (stall_unix.c, stall_windows.c) ---- */
 /* The real-time signal the watchdog sends (farce_stall_watch's signo). */
 int farce_stall_signal(void);
+/* Installs, once, the signal's handler, which has Ruby run job at its next
+ * safe point on the signalled thread: 0, or -1 when it cannot. */
+int farce_stall_install_handler(void (*job)(void *));
+/* The calling thread's id, as the watchdog signals it. */
+int64_t farce_stall_thread_id(void);
 /* Before the core watches with threshold_ns: installs the signal handler
  * (threshold_ns > 0) and allocates the turn state (if none yet and
  * threshold_ns > 0). 0, or -1 (the handler cannot be installed) or -ENOMEM. */

@@ -7,13 +7,10 @@
  * (farce_front_end.to_loop); see event_loop.h.
  */
 #include <errno.h>
-#ifdef _WIN32
-#include "platforms/win32_compat.h"
-#else
-#include <poll.h>
-#endif
 #include <string.h>
 #include "loop/wait_table.h"
+#include "platforms/core_fd.h"
+#include "platforms/sys_io.h"
 #include <ruby/thread.h>
 #include <ruby/fiber/scheduler.h>
 
@@ -106,7 +103,8 @@ int64_t farce_loop_park_parkable(farce_loop *l, uint64_t token, enum farce_wait_
     return FIXNUM_P(result) ? FIX2LONG(result) : FARCE_RESULT_WOKEN;
 }
 
-#ifdef _WIN32
+/* ---- polled waits: a descriptor with no kernel wait (anything but a socket
+ * on Windows) is asked again after each step of a timer ---- */
 struct polled_park {
     farce_loop *l;
     uint64_t token;
@@ -141,7 +139,6 @@ int64_t farce_loop_park_polled(farce_loop *l, int fd, int64_t ns)
     if (closed) farce_raise_closed(fd);
     return NUM2LL(result) == FARCE_RESUMED_ELSEWHERE ? FARCE_RESUMED_ELSEWHERE : 0;
 }
-#endif
 
 /* Takes a reserved token and notes the wait the next poll starts on it. */
 static uint64_t defer_wait(farce_loop *l, int fd, uint32_t events, int known)
@@ -150,11 +147,7 @@ static uint64_t defer_wait(farce_loop *l, int fd, uint32_t events, int known)
     uint64_t token = l->reserve[--l->nreserve];
     farce_fd_wait *d = &l->fds.deferred[l->fds.ndeferred++];
     d->token = token;
-#ifdef _WIN32
-    d->fd = fd < 0 ? fd : farce_win32_core_fd(fd); /* the SOCKET: the core sees no other descriptor */
-#else
-    d->fd = fd;
-#endif
+    d->fd = fd < 0 ? fd : farce_core_fd(fd);
     d->events = events;
     d->known = known;
     d->unused = 0;

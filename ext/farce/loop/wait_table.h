@@ -29,16 +29,14 @@ void farce_loop_abandon(farce_loop *l, uint64_t token);
  * 0 on timeout, or FARCE_RESUMED_ELSEWHERE. Raises IOError when the
  * descriptor is closed meanwhile. Starts the core if needed. */
 int64_t farce_loop_wait_fd(farce_loop *l, int fd, uint32_t events, int64_t timeout_ns, int known);
-#ifdef _WIN32
-/* One step of a polled wait on fd, which only a socket has a kernel wait
- * for there: parks the current fiber for ns on a timer of the core, or
+/* One step of a polled wait on fd, which has no kernel wait (on Windows,
+ * only a socket has one): parks the current fiber for ns on a timer of the core, or
  * sleeps the thread for ns (the GVL released) when the fiber cannot park.
  * Returns 0 when the time passed (or the thread slept), FARCE_RESUMED_ELSEWHERE;
  * raises IOError when io_close of fd came meanwhile (it wakes the fiber at
  * once), and whatever exception reached the fiber. Starts the core if
  * needed. */
 int64_t farce_loop_park_polled(farce_loop *l, int fd, int64_t ns);
-#endif
 /* A token for an untimed park that the next poll starts (a reserved one,
  * no call into Go), or 0 when none is left: the caller asks the core.
  * Park on it at once with farce_loop_park_parkable (the caller checked

@@ -2,25 +2,20 @@
  * Process.wait for both front ends: a pidfd (Linux 5.3+) becomes readable
  * when the child exits, so the loop waits on it like on any descriptor.
  * Where there is no pidfd (other systems, "any child" waits with pid <= 0),
- * the front end has a thread do the blocking waitpid.
+ * the front end has a thread do the blocking waitpid (as always on Windows:
+ * process_wait_windows.c).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#ifndef _WIN32
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#endif
 #include <unistd.h>
 #include "loop/event_loop.h"
 #include "loop/wait_table.h"
 
-#ifdef _WIN32
-/* Windows: no pidfd, so the front end has a thread do the wait. */
-VALUE farce_loop_process_wait(farce_loop *l, VALUE pid_v, VALUE flags_v) { return Qundef; }
-#else
 
 struct pidfd_wait {
     farce_loop *l;
@@ -67,4 +62,3 @@ VALUE farce_loop_process_wait(farce_loop *l, VALUE pid_v, VALUE flags_v)
     struct pidfd_wait w = {l, pid_v, flags_v, (int)pidfd};
     return rb_ensure(pidfd_wait_body, (VALUE)&w, pidfd_wait_ensure, (VALUE)&w);
 }
-#endif

@@ -1,0 +1,48 @@
+/*
+ * The step of a pipe or FIFO: one preadv2/pwritev2 with RWF_NOWAIT, which
+ * never blocks the thread whatever O_NONBLOCK says, with no other system
+ * call. A kernel that refuses RWF_NOWAIT for pipes (before Linux 5.x)
+ * answers EOPNOTSUPP once; pipes then take the terminal's call (the flags
+ * read again first: step_terminal_unix.c).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <sys/uio.h>
+#include <ruby.h>
+#include "hook_io/transfer_step.h"
+
+#ifdef RWF_NOWAIT
+static int nowait_pipes = 1; /* cleared on EOPNOTSUPP */
+
+/* inlined into the step: the pipe ping-pong's every call */
+static inline __attribute__((always_inline)) ssize_t pipe_call(farce_fd_ent *f, int fd, int reading, void *at,
+                                                                size_t room)
+{
+    if (RB_LIKELY(nowait_pipes)) {
+        struct iovec v = {at, room};
+        ssize_t n = reading ? preadv2(fd, &v, 1, -1, RWF_NOWAIT) : pwritev2(fd, &v, 1, -1, RWF_NOWAIT);
+        if (n >= 0 || errno != EOPNOTSUPP) return n;
+        nowait_pipes = 0; /* an older kernel */
+    }
+    return farce_terminal_call(f, fd, reading, at, room);
+}
+#else
+static inline ssize_t pipe_call(farce_fd_ent *f, int fd, int reading, void *at, size_t room)
+{
+    return farce_terminal_call(f, fd, reading, at, room);
+}
+#endif
+
+ssize_t farce_pipe_call(farce_fd_ent *f, int fd, int reading, void *at, size_t room)
+{
+    return pipe_call(f, fd, reading, at, room);
+}
+
+int64_t farce_step_pipe(farce_transfer *t)
+{
+    int64_t r = farce_step_ready_first(t);
+    if (r) return r;
+    t->l->transfer_calls++; /* stats: system calls per request */
+    return farce_step_stream_result(t, pipe_call(t->f, t->fd, t->reading, t->at, t->room));
+}
