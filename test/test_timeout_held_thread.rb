@@ -14,6 +14,20 @@ class TestTimeoutHeldThread < Minitest::Test
   # that "it ended first" can never be mistaken for a timeout.
   HELD = 3
 
+  # The raise into a held thread is opt-in (Farce::HeldAlarms.enabled)
+  def setup
+    @held_was = Farce::HeldAlarms.enabled
+    Farce::HeldAlarms.enabled = true
+  end
+
+  def teardown
+    Farce::HeldAlarms.enabled = @held_was
+  end
+
+  def ruby_subprocess(code, **options)
+    super(code, **options, env: { "FARCE_HELD_TIMEOUTS" => "1" }.merge(options.fetch(:env, {})))
+  end
+
   # Holds the thread for `seconds` in a blocking fiber: its sleep waits in
   # the kernel without asking the scheduler.
   def hold(seconds)

@@ -38,12 +38,21 @@ module Farce
     NEVER = Float::INFINITY
 
     @generation = nil
+    # Off unless asked for (FARCE_HELD_TIMEOUTS=1, or HeldAlarms.enabled =
+    # true): a raise can still land after its fiber's turn ended (one
+    # interrupted io_uring read under GC.stress in 20 left Farce.run with the
+    # Timeout::Error), a race not closed yet; docs/behaviour.md says so.
+    @enabled = ENV["FARCE_HELD_TIMEOUTS"] == "1"
 
     class << self
+      attr_accessor :enabled
+
       # Scheduler#timeout_after: scheduler's alarm is due in `seconds`.
       # Costs a clock read and a comparison unless the watcher must wake
       # earlier than it planned (its first alarm, or an earlier one).
       def watch(scheduler, seconds)
+        return unless @enabled
+
         reset unless @generation == RubyLoop.fork_generation
         due = monotonic + seconds + GRACE
         # before the comparison: a look that starts from now on sees it

@@ -59,7 +59,17 @@ typedef struct {
 
 /* ---- how its fibers switch ------------------------------------------------- */
 
-static VALUE yield_to_loop(VALUE owner) { return rb_fiber_yield(0, NULL); }
+/* The turn ends before the switch, not when the loop's resume returns: Ruby
+ * checks interrupts as the switch completes, on the loop's side, and may let
+ * another thread run there; HeldAlarms' watcher must not find this fiber
+ * still named as the one holding the thread then (its Thread#raise would
+ * land in the loop and leave Farce.run). */
+static VALUE yield_to_loop(VALUE owner)
+{
+    farce_sched *s = RTYPEDDATA_DATA(owner);
+    if (s->turn_fiber == rb_fiber_current()) s->turn_fiber = Qnil;
+    return rb_fiber_yield(0, NULL);
+}
 
 static VALUE cFiber;
 static ID id_blocking_p;
