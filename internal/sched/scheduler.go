@@ -198,6 +198,24 @@ func ValidateFD(fd int) error {
 	return nil
 }
 
+// probeNow asks the kernel whether fd is ready for events now. done: the
+// wait ends at once, with got (the ready events, or what a hang-up gives)
+// or err; a direction found ready is no longer known empty.
+func probeNow(fd int, st *fdState, events Events) (got Events, done bool, err error) {
+	got, hungUp, err := ProbeFD(fd, events)
+	if err != nil {
+		return 0, true, err
+	}
+	if hungUp {
+		return got, true, nil
+	}
+	if got != 0 {
+		st.notReady &^= got
+		return got, true, nil
+	}
+	return 0, false, nil
+}
+
 // WaitFD waits until fd is ready for one of events. When the answer is
 // known at once it returns a zero Token and the ready events; otherwise it
 // parks and the completion carries the events (or ResultTimedOut or
@@ -258,16 +276,8 @@ func (s *Scheduler) prepareFD(fd int, events Events, known Readiness) (Events, e
 			return got, nil
 		}
 		if known == KnownNothing && st.notReady&events != events {
-			got, hungUp, err := ProbeFD(fd, events)
-			if err != nil {
-				return 0, err
-			}
-			if hungUp {
-				return got, nil
-			}
-			if got != 0 {
-				st.notReady &^= got
-				return got, nil
+			if got, done, err := probeNow(fd, st, events); done {
+				return got, err
 			}
 		}
 		st.notReady |= events
@@ -279,16 +289,8 @@ func (s *Scheduler) prepareFD(fd int, events Events, known Readiness) (Events, e
 		// (IO#wait_readable(0) answered nil while IO.select said ready). An
 		// edge seen may be stale the other way (its bytes read since). The
 		// kernel answers; found empty, it tells what a failed read would.
-		got, hungUp, err := ProbeFD(fd, events)
-		if err != nil {
-			return 0, err
-		}
-		if hungUp {
-			return got, nil
-		}
-		if got != 0 {
-			st.notReady &^= got
-			return got, nil
+		if got, done, err := probeNow(fd, st, events); done {
+			return got, err
 		}
 		st.ready &^= events
 		st.notReady |= events
