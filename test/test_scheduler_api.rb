@@ -166,4 +166,16 @@ class TestSchedulerAPI < Minitest::Test
     assert_match(/\A\d+\.\d+\.\d+/, Farce::VERSION)
     assert_operator Farce::Error, :<, StandardError
   end
+
+  # Ruby's own test harness runs its child processes with --disable-gems
+  # (test/fiber's test_close_at_exit, test_mutex_deadlock): farce must load
+  # and run there, on the native core and on the Ruby loop, without Gem.
+  def test_loads_and_runs_without_rubygems
+    %w[auto ruby].each do |backend|
+      code = "require 'farce'; Farce.run(backend: :#{backend}) { Fiber.schedule { sleep 0; print :ran } }"
+      out = IO.popen([RbConfig.ruby, "--disable-gems", "-I", LIB, "-e", code], err: %i[child out], &:read)
+      assert $?.success?, "backend #{backend} with --disable-gems: #{out}"
+      assert_equal "ran", out, "backend #{backend}"
+    end
+  end
 end

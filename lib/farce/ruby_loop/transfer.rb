@@ -156,7 +156,9 @@ module Farce
       FLAGS_KNOWN && !io.nonblock?
     end
 
-    FLAGS_KNOWN = !Gem.win_platform?
+    # RUBY_PLATFORM, not Gem.win_platform?: a program run with
+    # --disable-gems (Ruby's own test harness runs its children so) has no Gem.
+    FLAGS_KNOWN = !RUBY_PLATFORM.match?(/mswin|mingw|cygwin/)
 
     # Whether io is a regular file: always "ready", so read_nonblock would
     # hold the loop for as long as the disk takes. Only a File can be one
