@@ -14,7 +14,8 @@ class TestTimeoutHeldThread < Minitest::Test
   # that "it ended first" can never be mistaken for a timeout.
   HELD = 3
 
-  # The raise into a held thread is opt-in (Farce::HeldAlarms.enabled)
+  # The raise into a held thread is on unless FARCE_HELD_TIMEOUTS=0 turned
+  # it off for the run: these tests turn it on whatever the run's default
   def setup
     @held_was = Farce::HeldAlarms.enabled
     Farce::HeldAlarms.enabled = true
@@ -117,6 +118,32 @@ class TestTimeoutHeldThread < Minitest::Test
       hold(0.4)
       sleep 0.05
     end
+  end
+
+  # Thread#raise calls the exception's #exception, Ruby code that may take
+  # longer than Ruby's 100 ms time slice, and Ruby lets the loop's thread run
+  # there before the exception is queued. Here the held call returns and the
+  # block ends meanwhile: the timeout lands in the fiber it is for, at the
+  # end of its block (as Timeout's own thread's raise may without a
+  # scheduler), never in a later wait of that fiber or in the loop.
+  def test_a_raise_slower_than_a_time_slice_lands_in_its_fiber
+    slow_error = Class.new(StandardError) do
+      def exception(*)
+        started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - started < 0.3
+        super
+      end
+    end
+    outcome = nil
+    guarded_farce do
+      Timeout.timeout(0.05, slow_error) { hold(0.2) }
+      outcome = :block_returned
+    rescue slow_error
+      outcome = :timed_out
+    ensure
+      sleep 0.5 # a raise landing late would land in this wait, or in the loop
+    end
+    assert_equal :timed_out, outcome
   end
 
   # The loop raises at the fiber's wait, as before, and only once: the

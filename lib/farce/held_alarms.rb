@@ -38,11 +38,9 @@ module Farce
     NEVER = Float::INFINITY
 
     @generation = nil
-    # Off unless asked for (FARCE_HELD_TIMEOUTS=1, or HeldAlarms.enabled =
-    # true): a raise can still land after its fiber's turn ended (one
-    # interrupted io_uring read under GC.stress in 20 left Farce.run with the
-    # Timeout::Error), a race not closed yet; docs/behaviour.md says so.
-    @enabled = ENV["FARCE_HELD_TIMEOUTS"] == "1"
+    # On unless turned off (FARCE_HELD_TIMEOUTS=0, or HeldAlarms.enabled =
+    # false): then a fiber's alarm is raised by the loop at its wait alone.
+    @enabled = ENV["FARCE_HELD_TIMEOUTS"] != "0"
 
     class << self
       attr_accessor :enabled

@@ -11,6 +11,7 @@ require_relative "ruby_loop/waits"
 require_relative "ruby_loop/event_loop"
 require_relative "ruby_loop/parking"
 require_relative "ruby_loop/transfer"
+require_relative "ruby_loop/held_raises"
 
 module Farce
   # Whether Ruby calls io_read/io_write(io, buffer, offset, length), one
@@ -97,6 +98,10 @@ module Farce
       @early_unblocks = {}.compare_by_identity
       @interrupts = []                     # [fiber, exception] from fiber_interrupt
       @alarms = {}.compare_by_identity     # Alarm -> true, until raised or cancelled (raise_held_alarms)
+      # A raise of the watcher's into this thread (raise_held_alarms): the
+      # fiber it is for, until that fiber's turn takes it (take_held_raise),
+      # the exception, and the fiber while the watcher is inside Thread#raise
+      @held_fiber = @held_error = @held_raising = nil
       @live_fibers = 0
       @parked = 0
       # The waits of @parked in state :ready, counted as they change state:
@@ -177,6 +182,10 @@ module Farce
       alarm.timer = nil
       alarm.exception = nil
       @alarms.delete(alarm)
+      # a raise the watcher started before the block ended lands here, in
+      # the Timeout's ensure, as Timeout's own thread's may without a
+      # scheduler: the deadline had passed
+      take_held_raise(ending_turn: false)
       nil
     end
 
@@ -218,12 +227,31 @@ module Farce
 
       exception = held.exception
       error = exception[0].exception(*exception[1..])
+      raise_held(owner, held, exception, error)
+      [earliest || grace, grace].min
+    end
+
+    # The watcher's half of a raise into a held fiber. The fiber is named
+    # (@held_fiber, @held_raising) before the look at @turn_owner, and a turn
+    # that ends clears @turn_owner before it looks at @held_fiber
+    # (take_held_raise): whatever Ruby switches between, one of the two sees
+    # the other. A turn that ends while Thread#raise runs (it calls the
+    # exception's #exception, where Ruby may let the loop's thread run
+    # before the exception is queued) waits for it and takes it there, in
+    # the fiber it is for; queued after the turn, Ruby would raise it at the
+    # thread's next interrupt check: in the loop, or in another fiber.
+    def raise_held(owner, held, exception, error)
+      @held_error = error
+      @held_raising = @held_fiber = owner
       if !closed? && @turn_owner.equal?(owner) && held.exception.equal?(exception)
         held.exception = nil
         @alarms.delete(held)
         @thread.raise(error)
+      elsif @held_fiber.equal?(owner)
+        @held_fiber = @held_error = nil
       end
-      [earliest || grace, grace].min
+    ensure
+      @held_raising = nil
     end
 
     # The live fibers parked in this loop's waits, for unwinding

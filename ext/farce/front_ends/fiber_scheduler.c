@@ -55,6 +55,14 @@ typedef struct {
      * loop later resumed the enumerator's fiber on its own), so it cannot
      * park: it waits with the thread, as a blocking fiber does (can_park). */
     VALUE turn_fiber;
+    /* A raise Farce::HeldAlarms' watcher thread makes into this loop's
+     * thread (raise_held_alarm): the fiber it is for, until that fiber (or
+     * the loop after it) takes it (take_held_raise, drop_held_raise); the
+     * exception; whether the watcher is still inside Thread#raise. */
+    struct {
+        VALUE fiber, exception;
+        int raising;
+    } held;
 } farce_sched;
 
 /* ---- how its fibers switch ------------------------------------------------- */
@@ -63,11 +71,16 @@ typedef struct {
  * checks interrupts as the switch completes, on the loop's side, and may let
  * another thread run there; HeldAlarms' watcher must not find this fiber
  * still named as the one holding the thread then (its Thread#raise would
- * land in the loop and leave Farce.run). */
+ * land in the loop and leave Farce.run). A raise the watcher started into
+ * this fiber before is taken here, before the switch (take_held_raise). */
+static void take_held_raise(farce_sched *s, VALUE fiber);
+
 static VALUE yield_to_loop(VALUE owner)
 {
     farce_sched *s = RTYPEDDATA_DATA(owner);
-    if (s->turn_fiber == rb_fiber_current()) s->turn_fiber = Qnil;
+    VALUE fiber = rb_fiber_current();
+    if (s->turn_fiber == fiber) s->turn_fiber = Qnil;
+    take_held_raise(s, fiber);
     return rb_fiber_yield(0, NULL);
 }
 
@@ -112,6 +125,8 @@ static VALUE take_interrupt(farce_sched *s, VALUE fiber)
     return first;
 }
 
+static void drop_held_raise(farce_sched *s, VALUE fiber);
+
 /* Resumes the fibers whose waits finished; an alarm raises in its fiber.
  * A fiber's exception propagates with the batch cursor already past it.
  * Returns how many fibers it switched to.
@@ -146,6 +161,7 @@ static long dispatch(farce_loop *l)
                 rb_fiber_raise(w.fiber, (int)RARRAY_LEN(alarm) - 1, (VALUE *)RARRAY_CONST_PTR(alarm) + 1);
             RB_GC_GUARD(alarm);
             s->turn_fiber = Qnil;
+            drop_held_raise(s, w.fiber);
             continue;
         }
         VALUE interrupt = RARRAY_LEN(s->interrupts) ? take_interrupt(s, w.fiber) : Qundef;
@@ -157,6 +173,7 @@ static long dispatch(farce_loop *l)
         }
         RB_GC_GUARD(interrupt);
         s->turn_fiber = Qnil;
+        drop_held_raise(s, w.fiber);
     }
     return switched;
 }
@@ -173,6 +190,8 @@ static void sched_mark(void *p)
     farce_loop_mark(&s->loop);
     rb_gc_mark(s->interrupts);
     rb_gc_mark(s->turn_fiber);
+    rb_gc_mark(s->held.fiber);
+    rb_gc_mark(s->held.exception);
     if (s->early_unblocks) rb_mark_set(s->early_unblocks);
 }
 
@@ -204,7 +223,7 @@ static VALUE sched_alloc(VALUE klass)
     farce_loop_init(&s->loop, &scheduler_front_end, obj);
     s->interrupts = rb_ary_new();
     s->early_unblocks = st_init_numtable();
-    s->turn_fiber = Qnil;
+    s->turn_fiber = s->held.fiber = s->held.exception = Qnil;
     return obj;
 }
 
@@ -296,6 +315,7 @@ static void deliver_interrupts(farce_sched *s)
             s->turn_fiber = fiber;
             rb_fiber_raise(fiber, 1, &exception);
             s->turn_fiber = Qnil;
+            drop_held_raise(s, fiber);
         }
         if (s->loop.closed) return;
     }
@@ -531,7 +551,9 @@ struct start_args {
 static VALUE start_body(VALUE p)
 {
     struct start_args *a = (struct start_args *)p;
-    return rb_fiber_resume(a->fiber, 0, NULL);
+    VALUE first = rb_fiber_resume(a->fiber, 0, NULL);
+    drop_held_raise(a->s, a->fiber);
+    return first;
 }
 
 static VALUE start_ensure(VALUE p)
@@ -807,13 +829,19 @@ static int64_t overdue_look_ns(int64_t overdue, int64_t grace)
  * pending and its fiber still holds the thread. The exception is made
  * first: exception_class.exception(*arguments) may run Ruby code, and
  * another thread (the loop's) with it, so the entry is looked at again
- * after. From there on the only Ruby code is the exception's #exception,
- * which Thread#raise calls (Exception's own is C; Timeout's ExitException
- * has a one-line Ruby one that answers itself): the GVL could pass to the
- * loop's thread there only if that thread had waited a whole time slice
- * (100 ms) for it. The entry's fiber is cleared first: the loop's dispatch
- * skips an entry without a fiber (farce_loop_next), so the alarm is raised
- * once, and __cancel_alarm in timeout_after's ensure still frees it. */
+ * after. Thread#raise calls the exception's #exception (Ruby code in
+ * Timeout's classes), where Ruby may let the loop's thread run before the
+ * exception is queued: s->held makes that fiber's turn wait for it
+ * (take_held_raise). The entry's fiber is cleared first: the loop's
+ * dispatch skips an entry without a fiber (farce_loop_next), so the alarm
+ * is raised once, and __cancel_alarm in timeout_after's ensure still frees
+ * it. */
+static VALUE thread_raise(VALUE p)
+{
+    farce_sched *s = (farce_sched *)p;
+    return rb_funcall(s->loop.thread, id_raise, 1, s->held.exception);
+}
+
 static void raise_held_alarm(farce_sched *s, uint32_t slot)
 {
     farce_loop *l = &s->loop;
@@ -824,9 +852,62 @@ static void raise_held_alarm(farce_sched *s, uint32_t slot)
     farce_wait *e = &l->waits[slot];
     if (e->gen != gen || e->kind != FARCE_WAIT_ALARM || e->fiber != fiber) return;
     e->fiber = Qfalse;
-    rb_funcall(l->thread, id_raise, 1, exception);
+    s->held.fiber = fiber;
+    s->held.exception = exception;
+    s->held.raising = 1;
+    int state = 0;
+    rb_protect(thread_raise, (VALUE)s, &state);
+    s->held.raising = 0;
     RB_GC_GUARD(alarm);
     RB_GC_GUARD(fiber);
+    if (state) rb_jump_tag(state);
+}
+
+/* A fiber whose turn ends (it parks: yield_to_loop) or whose alarm is
+ * cancelled (its Timeout block is over) while the watcher raises into it
+ * takes that exception first, here, where it is still the fiber it is for.
+ * The watcher checked that this fiber held the thread, but Thread#raise can
+ * let this thread run before it queues the exception (it calls the
+ * exception's #exception, Ruby code where Ruby may switch threads), and once
+ * queued, Ruby raises it at the thread's next interrupt check, wherever that
+ * is: in the loop (out of Farce.run) or in the next fiber, when the turn
+ * had ended by then. So the turn waits for the watcher to have queued it
+ * (rb_thread_schedule gives the watcher the GVL) and checks: the exception
+ * is raised here, or was already. Nothing between the watcher's check and
+ * its s->held, nor between this one's turn_fiber and s->held, lets another
+ * thread run (no Ruby code, no interrupt check), so one of the two sees the
+ * other. */
+static VALUE wait_for_the_watcher(VALUE p)
+{
+    farce_sched *s = (farce_sched *)p;
+    while (s->held.raising) rb_thread_schedule();
+    rb_thread_check_ints(); /* it looks at the thread's queue itself, whichever fiber the flag was set on */
+    return Qnil;
+}
+
+static void take_held_raise(farce_sched *s, VALUE fiber)
+{
+    if (RB_LIKELY(s->held.fiber != fiber)) return;
+    s->held.fiber = s->held.exception = Qnil;
+    wait_for_the_watcher((VALUE)s);
+}
+
+/* The loop (or a spawner), once a fiber's turn ended without a park or its
+ * alarm's cancel (it was switched away from by hand, or ended by an
+ * exception of its own past its Timeout's ensure) while the watcher raised
+ * into it: that exception, meant for a turn that is over, is taken here and
+ * dropped; anything else raised meanwhile goes on. */
+static void drop_held_raise(farce_sched *s, VALUE fiber)
+{
+    if (RB_LIKELY(s->held.fiber != fiber)) return;
+    VALUE exception = s->held.exception;
+    s->held.fiber = s->held.exception = Qnil;
+    int state = 0;
+    rb_protect(wait_for_the_watcher, (VALUE)s, &state);
+    if (!state) return;
+    if (rb_errinfo() != exception) rb_jump_tag(state);
+    rb_set_errinfo(Qnil);
+    RB_GC_GUARD(exception);
 }
 
 /* call-seq: __raise_held_alarms(grace) -> seconds until the next look, or nil
@@ -901,6 +982,10 @@ static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
             farce_core_cancel(l->core, l->handle, token);
         }
     }
+    /* a raise the watcher started before the block ended lands here, in
+     * the Timeout's ensure, as Timeout's own thread's may without a
+     * scheduler: the deadline had passed */
+    take_held_raise(s, rb_fiber_current());
     return Qnil;
 }
 

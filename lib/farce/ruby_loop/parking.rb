@@ -33,6 +33,7 @@ module Farce
       end
       resumed = false
       begin
+        take_held_raise(ending_turn: true)
         value = Fiber.yield
         resumed = true
       ensure

@@ -299,6 +299,7 @@ module Farce
       yield
     ensure
       @turn_owner = previous
+      drop_held_raise if @held_fiber.equal?(fiber)
       stall_crossed(fiber, entered) if entered
     end
 
