@@ -248,6 +248,32 @@ class TestIO < Minitest::Test
     end
   end
 
+  # Where the kernel refuses RWF_NOWAIT for pipes (before Linux 5.x, and
+  # under qemu-user, which CI's arm64 step runs), a pipe whose O_NONBLOCK is
+  # clear is written with write(2) once it polls writable. All 300 KB in one
+  # call would wait for the reader, a fiber of this same thread, for ever
+  # (Ruby 3.1's suite hung there under qemu); FARCE_PIPE_NOWAIT=0 takes that
+  # path on any kernel.
+  def test_a_blocking_pipe_without_rwf_nowait_never_blocks_the_thread
+    out, status = ruby_subprocess(<<~RUBY, timeout: 20, env: { "FARCE_PIPE_NOWAIT" => "0" })
+      require "farce"
+      data = Random.new(3).bytes(300_000)
+      r, w = IO.pipe
+      r.nonblock = w.nonblock = false
+      received = ticks = writer_flag = nil
+      Farce.run do
+        Fiber.schedule { received = r.binmode.read }
+        Fiber.schedule { w.write(data); writer_flag = w.nonblock?; w.close }
+        Fiber.schedule { ticks = 0; (ticks += 1; sleep 0.001) until received }
+      end
+      puts received == data ? "same bytes" : "different bytes: \#{received&.bytesize}"
+      puts "flags kept" unless r.nonblock? || writer_flag
+      puts "the ticker ran" if ticks.positive?
+    RUBY
+    assert status.success?, out
+    assert_equal ["same bytes", "flags kept", "the ticker ran"], out.lines.map(&:chomp)
+  end
+
   # The report's reproduction: $stdout is a blocking pipe, as a shell hands
   # it to the first process of a pipeline.
   def test_writing_to_stdout_leaves_a_blocking_pipe_blocking

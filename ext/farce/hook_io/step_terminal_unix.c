@@ -6,9 +6,10 @@
  * the number, and `io.nonblock = false` (or a process sharing the file) may
  * have cleared O_NONBLOCK since, so the flags are read again before the
  * call; a descriptor found blocking is waited on before every call from
- * then on (farce_step_ready_first).
+ * then on (farce_step_ready_first), and written PIPE_BUF bytes at a time.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
 #include <ruby.h>
 #include "hook_io/transfer_step.h"
@@ -23,7 +24,16 @@ ssize_t farce_terminal_call(farce_fd_ent *f, int fd, int reading, void *at, size
             return -1;
         }
     }
-    return reading ? read(fd, at, room) : write(fd, at, room);
+    if (reading) return read(fd, at, room); /* once readable, read returns what there is */
+    /* A blocking write returns only once all of it is taken, which can
+     * wait for a reader that is a fiber of this same thread: a deadlock
+     * (300 KB through a blocking pipe hung Ruby 3.1's suite under qemu,
+     * which refuses RWF_NOWAIT). The descriptor polled writable first
+     * (farce_step_ready_first), and a pipe that polls writable has a free
+     * slot in its ring, where PIPE_BUF bytes always fit at once; the loop
+     * calls again for the rest. */
+    if (f->blocking && room > PIPE_BUF) room = PIPE_BUF;
+    return write(fd, at, room);
 }
 
 int64_t farce_step_terminal(farce_transfer *t)

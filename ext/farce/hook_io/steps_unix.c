@@ -12,6 +12,7 @@
 #include "hook_io/transfer_step.h"
 
 void farce_step_file_init(void);
+void farce_step_pipe_init(void);
 
 /* A regular file is always ready: nothing to wait for. */
 static int file_ready(int fd, int events) { return events; }
@@ -33,6 +34,7 @@ void farce_transfer_steps_init(void)
     };
     memcpy(farce_fd_steps_by_kind, by_kind, sizeof(by_kind));
     farce_step_file_init();
+    farce_step_pipe_init();
 }
 
 ssize_t farce_stream_nowait(farce_fd_ent *f, int fd, int reading, void *at, size_t room)
