@@ -12,17 +12,14 @@ module Farce
 
     # Before a fiber parks (ending_turn: its turn ends here) or cancels its
     # alarm: when the watcher has started a raise into it, waits until
-    # Thread#raise has queued the exception, then lets Ruby raise it here
-    # (handle_interrupt's block is an interrupt check that looks at the
-    # thread's queue itself, whichever fiber the raise flagged).
+    # Thread#raise has queued the exception, then lets Ruby raise it here.
     def take_held_raise(ending_turn:)
       fiber = Fiber.current
       @turn_owner = nil if ending_turn && @turn_owner.equal?(fiber)
       return unless @held_fiber.equal?(fiber)
 
       @held_fiber = @held_error = nil
-      Thread.pass while @held_raising
-      Thread.handle_interrupt(Object => :immediate) { nil }
+      wait_for_the_watcher
     end
 
     # In the loop (or a spawner), once the turn of a fiber the watcher
@@ -33,10 +30,17 @@ module Farce
     def drop_held_raise
       error = @held_error
       @held_fiber = @held_error = nil
-      Thread.pass while @held_raising
-      Thread.handle_interrupt(Object => :immediate) { nil }
+      wait_for_the_watcher
     rescue Exception => e # rubocop:disable Lint/RescueException
       raise unless e.equal?(error)
+    end
+
+    # Until Thread#raise has queued the exception, then an interrupt check
+    # that raises it here (handle_interrupt's block looks at the thread's
+    # queue itself, whichever fiber the raise flagged).
+    def wait_for_the_watcher
+      Thread.pass while @held_raising
+      Thread.handle_interrupt(Object => :immediate) { nil }
     end
   end
 end
