@@ -14,7 +14,9 @@
 #                        NAME is farce-BACKEND, farce-ruby, async, async-epoll or threads; @RUBY picks the Ruby
 #                        (3.3 and 3.4 run in the sid chroot; default: the host's, async: 3.3);
 #                        +VAR=VALUE sets an environment variable (farce-epoll+GOMAXPROCS=2@3.3;
-#                        farce-epoll+FARCE_STALL_MS=100@3.3 = with stall detection on).
+#                        farce-epoll+FARCE_STALL_MS=100@3.3 = with stall detection on;
+#                        farce-epoll+BENCH_FARCE_LIB=DIR/lib@3.3 = another checkout's farce, built,
+#                        under the repository: two trees in one run, bench/lib/harness.rb).
 #                        Async on Ruby X is the reference of every contender on Ruby X.
 #   BENCH_REFERENCES=0   skip the reference rows (C epoll ping-pong, Ruby floor)
 #   BENCH_EXTRA=1        also poll, GOMAXPROCS=1 and threads (on the headline Ruby)

@@ -58,6 +58,14 @@ module Bench
     sorted[[(q * sorted.size).ceil - 1, 0].max]
   end
 
+  # farce's lib folder: this tree's, or another checkout's (BENCH_FARCE_LIB, a contender
+  # setting such as farce-epoll+BENCH_FARCE_LIB=/repo/tmp/base/lib@3.3), so that two trees of
+  # farce are measured in one run, alternating, against the same workload code. The folder
+  # must be under the repository to be seen in the sid chroot, and built for that Ruby.
+  def self.farce_lib
+    ENV.fetch("BENCH_FARCE_LIB") { File.expand_path("../../lib", __dir__) }
+  end
+
   class Harness
     attr_reader :contender, :kind, :backend
 
@@ -67,7 +75,7 @@ module Bench
       when "farce", /\Afarce-/
         @kind = :farce
         @backend = @contender == "farce" ? :auto : @contender.delete_prefix("farce-").to_sym
-        $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
+        $LOAD_PATH.unshift(Bench.farce_lib)
         require "farce"
       when "async"
         @kind = :async
@@ -81,7 +89,7 @@ module Bench
         end
       when "async-farce" # Async on farce's io-event selector (IO_EVENT_SELECTOR=Farce)
         @kind = :async
-        $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
+        $LOAD_PATH.unshift(Bench.farce_lib)
         require "farce/io_event"
         ENV["IO_EVENT_SELECTOR"] = "Farce"
         require "async"
