@@ -115,7 +115,7 @@ module Bench
     # Runs the workload once with n round trips or requests; returns the
     # callgrind file.
     def count(valgrind, n)
-      out = File.join(@dir, "#{@contender.tr('@+=', '___')}.#{@workload}.#{n}.out")
+      out = File.join(@dir, "#{@contender.gsub(/[^A-Za-z0-9.-]/, '_')}.#{@workload}.#{n}.out")
       File.delete(out) if File.exist?(out)
       env = { "GODEBUG" => "asyncpreemptoff=1" }
       if @workload.start_with?("http")
