@@ -12,18 +12,26 @@
 # Knobs (see bench/runner.rb): BENCH_RUNS, BENCH_CONTENDERS, BENCH_ONLY, BENCH_NO_COMPILE=1, BENCH_PIN=0;
 # FARCE_PEER_SUITES=DIR (the peers' folder, as for rake test:peers) adds Async on io-event's native
 # EPoll on Ruby 4.0 and 3.4 (built once by .ci/io-event-build and cached beside the built Rubies), and real
-# Falcon on Farce against EPoll after the suite (bench/falcon_serve.rb; BENCH_FALCON=0 leaves it out).
+# Falcon on Farce against EPoll after the suite (bench/falcon_serve.rb; BENCH_FALCON=0 leaves it out);
+# the scale-out rows (bench/scale_out.rb: Ractors against processes, Ruby 4.0) follow (BENCH_SCALE_OUT=0 leaves them out).
+require_relative "../bench/scale_out"
+
 bench_deps = ENV["BENCH_NO_COMPILE"] == "1" ? [] : [:compile]
 
 desc "Benchmark farce against Async at its best on each Ruby (FARCE_PEER_SUITES for 4.0/3.4) and threads; regenerate bench/README.md"
 task bench: bench_deps do
   runner = File.expand_path("../bench/runner.rb", __dir__)
   ruby runner
-  # Real Falcon needs the peers' folder; a run narrowed by BENCH_ONLY leaves it out too
-  next unless File.directory?(ENV["FARCE_PEER_SUITES"].to_s) && ENV["BENCH_FALCON"] != "0" && !ENV["BENCH_ONLY"]
+  next if ENV["BENCH_ONLY"] # a run narrowed by BENCH_ONLY leaves out Falcon and the scale-out rows too
 
-  ruby File.expand_path("../bench/falcon_serve.rb", __dir__)
-  ruby runner, "--render" unless ENV["BENCH_NO_README"] == "1" # the README with the Falcon figures
+  # Real Falcon needs the peers' folder
+  falcon = File.directory?(ENV["FARCE_PEER_SUITES"].to_s) && ENV["BENCH_FALCON"] != "0"
+  ruby File.expand_path("../bench/falcon_serve.rb", __dir__) if falcon
+  # The scale-out rows need a Ruby whose Ractors farce runs in (4.0 by default)
+  scale_out = ENV["BENCH_SCALE_OUT"] != "0" &&
+              (ENV["BENCH_SCALE_OUT_RUBY"] || File.executable?(Bench::ScaleOut::DEFAULT_RUBY))
+  ruby File.expand_path("../bench/scale_out.rb", __dir__) if scale_out
+  ruby runner, "--render" if (falcon || scale_out) && ENV["BENCH_NO_README"] != "1" # with their figures
 end
 
 namespace :bench do
@@ -55,6 +63,14 @@ namespace :bench do
     ENV["BENCH_NO_COMPILE"] = "1" # built above (or asked not to be)
     ruby File.expand_path("../bench/falcon_serve.rb", __dir__)
     ruby runner, "--render" unless ENV["BENCH_NO_README"] == "1" # the README with the Falcon figures
+  end
+end
+
+namespace :bench do
+  desc "Scale-out: the HTTP hello server in N Ractors of one process against N forked processes, N = 1 and " \
+       "the CPUs (Ruby 4.0 from /opt/rubies, or BENCH_SCALE_OUT_RUBY)"
+  task :scale_out do
+    ruby File.expand_path("../bench/scale_out.rb", __dir__)
   end
 end
 

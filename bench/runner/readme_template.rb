@@ -121,6 +121,10 @@ module Bench
 
         #{falcon_lines.join("\n")}
 
+        ## Scale-out: Ractors against processes
+
+        #{scale_out_lines.join("\n")}
+
         ## The workloads
 
         All code is in this directory: `lib/harness.rb` is the only place that differs per contender
