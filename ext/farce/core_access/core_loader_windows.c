@@ -5,6 +5,8 @@
  * signal masks to arrange around the runtime's start. What stays is the
  * rule of docs/cgo-hazards.md that `require "farce"` must not start the Go
  * runtime: the DLL is loaded on first use (LoadLibrary), and never freed.
+ * Every Ractor's threads may ask for it at once: the load holds a lock, and
+ * the loaded copy is published complete (as core_loader.c does).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,20 +20,35 @@
 
 volatile uint64_t farce_fork_generation; /* stays 0: no fork here */
 
-static struct core_copy *current;
-static char *failure;
+static SRWLOCK load_lock = SRWLOCK_INIT;
+static struct core_copy *current; /* written under load_lock, published complete */
+/* Written under load_lock; never freed (another thread may be reading it),
+ * replaced only by a message that says something else. */
+static const char *failure;
+
+static struct core_copy *loaded_copy(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE); }
 
 void farce_core_loader_init(void) {}
 
-int farce_core_loaded(void) { return current != NULL; }
+int farce_core_loaded(void) { return loaded_copy() != NULL; }
 
-uint64_t farce_core_generation(void) { return current ? current->generation : UINT64_MAX; }
+uint64_t farce_core_generation(void)
+{
+    struct core_copy *c = loaded_copy();
+    return c ? c->generation : UINT64_MAX;
+}
 
-const struct core_copy *farce_core_current(void) { return current; }
+const struct core_copy *farce_core_current(void) { return loaded_copy(); }
 
-const char *farce_core_last_failure(void) { return failure; }
+const char *farce_core_last_failure(void)
+{
+    AcquireSRWLockExclusive(&load_lock);
+    const char *f = failure;
+    ReleaseSRWLockExclusive(&load_lock);
+    return f;
+}
 
-int farce_runtimes_mapped(void) { return current ? 1 : 0; }
+int farce_runtimes_mapped(void) { return loaded_copy() ? 1 : 0; }
 
 /* The core sits next to this extension unless FARCE_CORE_LIBRARY says otherwise. */
 static void core_path(char *buf, size_t len)
@@ -59,25 +76,46 @@ static void core_path(char *buf, size_t len)
     snprintf(buf, len, "farce_core.dll");
 }
 
-NORETURN(static void raise_failure(const char *message));
-static void raise_failure(const char *message)
+/* Called with load_lock held. */
+static void record_failure(const char *message)
 {
-    free(failure);
-    failure = strdup(message);
-    rb_raise(farce_eError, "%s", message);
+    if (!failure || strcmp(failure, message) != 0) {
+        const char *copy = strdup(message);
+        if (copy) failure = copy; /* the old one is left: see failure */
+    }
 }
 
 void farce_core_check_usable(void)
 {
-    if (!current && failure) rb_raise(farce_eError, "%s", failure);
+    if (loaded_copy()) return;
+    const char *f = farce_core_last_failure();
+    if (f) rb_raise(farce_eError, "%s", f);
 }
+
+static const struct core_copy *load_locked(char *message, size_t mlen);
 
 const farce_core_copy *farce_core_load(void)
 {
-    if (current) return current->calls;
+    struct core_copy *loaded = loaded_copy();
+    if (loaded) return loaded->calls;
+
+    char message[PATH_MAX + 512] = "";
+    AcquireSRWLockExclusive(&load_lock);
+    const struct core_copy *c = load_locked(message, sizeof(message));
+    ReleaseSRWLockExclusive(&load_lock);
+    if (c) return c->calls;
+    if (!message[0]) rb_raise(rb_eNoMemError, "farce: cannot allocate the core's table");
+    rb_raise(farce_eError, "%s", message); /* no Ruby call with the lock held */
+}
+
+/* The loaded copy, or NULL with message set (empty: out of memory). Called
+ * with load_lock held. */
+static const struct core_copy *load_locked(char *message, size_t mlen)
+{
+    if (current) return current; /* another thread loaded it while this one waited */
 
     struct core_copy *c = calloc(1, sizeof(*c)); /* never freed: the DLL is never unloaded */
-    if (!c) rb_raise(rb_eNoMemError, "farce: cannot allocate the core's table");
+    if (!c) return NULL;
     core_path(c->source, sizeof(c->source));
     snprintf(c->mapped, sizeof(c->mapped), "%s", c->source);
     c->kind = "file";
@@ -85,34 +123,36 @@ const farce_core_copy *farce_core_load(void)
     timespec_get(&c->loaded_at, TIME_UTC);
     int64_t t0 = farce_monotonic_ns();
 
-    char message[PATH_MAX + 512];
     /* With its own folder searched first for what it needs (none today but
      * Windows' own DLLs and the C runtime). */
     HMODULE dll = LoadLibraryExA(c->source, NULL, LOAD_WITH_ALTERED_SEARCH_PATH);
     if (!dll) {
-        snprintf(message, sizeof(message), "cannot load farce's Go core from %s: LoadLibrary failed with Windows error %lu "
+        snprintf(message, mlen, "cannot load farce's Go core from %s: LoadLibrary failed with Windows error %lu "
                  "(build it with `rake compile:windows`, or set FARCE_CORE_LIBRARY)", c->source, GetLastError());
         free(c);
-        raise_failure(message);
+        record_failure(message);
+        return NULL;
     }
     const char *missing = NULL;
     c->calls = farce_core_resolve((void *)dll, &missing);
     if (!c->calls) {
         /* never FreeLibrary a Go DLL: its runtime cannot be unloaded */
-        snprintf(message, sizeof(message), "farce's Go core at %s lacks %s: rebuild it", c->source,
+        snprintf(message, mlen, "farce's Go core at %s lacks %s: rebuild it", c->source,
                  missing ? missing : "memory for its function table");
         free(c);
-        raise_failure(message);
+        record_failure(message);
+        return NULL;
     }
     c->abi = farce_core_abi_of(c->calls); /* the first call: waits until the runtime started */
     c->handle = (void *)dll;
     if (c->abi != FARCE_CORE_ABI) {
-        snprintf(message, sizeof(message), "farce's Go core at %s speaks ABI %lld, this extension %d: rebuild it",
+        snprintf(message, mlen, "farce's Go core at %s speaks ABI %lld, this extension %d: rebuild it",
                  c->source, (long long)c->abi, FARCE_CORE_ABI);
         free(c);
-        raise_failure(message);
+        record_failure(message);
+        return NULL;
     }
     c->load_seconds = (double)(farce_monotonic_ns() - t0) / 1e9;
-    current = c;
-    return c->calls;
+    __atomic_store_n(&current, c, __ATOMIC_RELEASE); /* complete before any thread sees it */
+    return c;
 }

@@ -12,6 +12,8 @@
 #include "hook_io/io_transfer.h"
 #include "loop/event_loop.h"
 #include "loop/fd_table.h"
+#include "loop/inflight_ops.h"
+#include "loop/stall.h"
 
 VALUE farce_eError;
 
@@ -24,7 +26,18 @@ static VALUE farce_backends_m(VALUE mod) { return farce_backend_names(); }
 
 void Init_farce_ext(void)
 {
+    /* Every method defined below may be called from any Ractor, and those
+     * run in parallel (docs/architecture.md, "Ractors"). What makes that
+     * safe: a loop and everything it owns belong to one thread; what the
+     * process shares is set once here, or is a cache of one word per entry
+     * (caller_may_wait.c, the steps' flags), or is guarded by a lock taken
+     * only off the hooks' paths (the core's loading, the keeper's lists of
+     * inflight_ops.c, stall.c's watched loops). Must come before the first
+     * method is defined: Ruby marks each method by the flag at definition. */
+    rb_ext_ractor_safe(true);
     farce_core_loader_init();
+    farce_inflight_ops_init_once();
+    farce_stall_init_once();
     farce_core_info_init();
     VALUE mFarce = rb_define_module("Farce");
     farce_eError = rb_define_class_under(mFarce, "Error", rb_eStandardError);

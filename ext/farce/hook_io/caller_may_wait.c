@@ -39,18 +39,26 @@ enum frame_kind { FRAME_RUBY = 1, FRAME_C, FRAME_NONBLOCK };
  * sequence. The cache's keys are marked by frame_keeper (rb_gc_mark pins
  * them): a cached frame is neither freed nor moved, so no other method can
  * come to have its address while it is cached. One entry per hash slot; a
- * collision replaces the older answer. */
+ * collision replaces the older answer.
+ *
+ * Every Ractor's threads read and replace entries at the same time (each
+ * runs under a lock of its own), so an entry is one word: the frame's
+ * address with its kind in the low bits, which an object's address leaves
+ * free (heap slots are aligned to at least 8 bytes). One relaxed load or
+ * store of a word is what a plain one compiles to; a reader sees either
+ * the old answer or the new one, never one frame with another's kind. */
 #define FRAME_CACHE 64 /* a power of two */
-static struct frame_answer {
-    VALUE frame;
-    int kind;
-} frame_cache[FRAME_CACHE];
+#define KIND_BITS ((uintptr_t)7)
+static uintptr_t frame_cache[FRAME_CACHE];
 
 static void frame_keeper_mark(void *cache)
 {
-    struct frame_answer *c = cache;
-    for (int i = 0; i < FRAME_CACHE; i++)
-        if (c[i].frame) rb_gc_mark(c[i].frame);
+    uintptr_t *c = cache;
+    for (int i = 0; i < FRAME_CACHE; i++) {
+        /* every Ractor is stopped while the GC marks: nothing changes under this */
+        VALUE frame = (VALUE)(c[i] & ~KIND_BITS);
+        if (frame) rb_gc_mark(frame);
+    }
 }
 
 static const rb_data_type_t frame_keeper_type = {
@@ -68,14 +76,14 @@ static int ends_with_nonblock(VALUE name)
 
 static enum frame_kind frame_kind(VALUE frame)
 {
-    if (RB_SPECIAL_CONST_P(frame)) return FRAME_RUBY;
-    struct frame_answer *a = &frame_cache[((uint64_t)frame * 0x9E3779B97F4A7C15ull) >> 58];
-    if (a->frame == frame) return (enum frame_kind)a->kind;
+    if (RB_SPECIAL_CONST_P(frame) || ((uintptr_t)frame & KIND_BITS)) return FRAME_RUBY;
+    uintptr_t *slot = &frame_cache[((uint64_t)frame * 0x9E3779B97F4A7C15ull) >> 58];
+    uintptr_t cached = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if ((cached & ~KIND_BITS) == (uintptr_t)frame) return (enum frame_kind)(cached & KIND_BITS);
     enum frame_kind kind = ends_with_nonblock(rb_profile_frame_method_name(frame)) ? FRAME_NONBLOCK
                          : NIL_P(rb_profile_frame_path(frame))                   ? FRAME_C /* no instruction sequence */
                                                                                  : FRAME_RUBY;
-    a->frame = frame;
-    a->kind = kind;
+    __atomic_store_n(slot, (uintptr_t)frame | (uintptr_t)kind, __ATOMIC_RELAXED);
     return kind;
 }
 

@@ -64,7 +64,9 @@ struct cachestat_range {
 struct cachestat_counts {
     uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
 };
-static int cachestat_missing; /* ENOSYS once (a kernel before 6.5, a seccomp filter) */
+/* ENOSYS once (a kernel before 6.5, a seccomp filter). Any Ractor's thread
+ * may set it while others read it: relaxed atomics (plain loads and stores). */
+static int cachestat_missing;
 
 /* Reads larger than this are not tried with RWF_NOWAIT where cachestat is
  * missing: such a try that misses starts the readahead, and submitting it
@@ -96,19 +98,20 @@ static int cachestat_missing; /* ENOSYS once (a kernel before 6.5, a seccomp fil
  * file has (pos -1: its position): 1 yes, 0 no, -1 cannot say. */
 static int file_range_cached(int fd, off_t pos, size_t room)
 {
-    if (cachestat_missing) return -1;
+    if (__atomic_load_n(&cachestat_missing, __ATOMIC_RELAXED)) return -1;
     if (pos < 0 && (pos = lseek(fd, 0, SEEK_CUR)) < 0) return -1;
     struct stat st;
     if (fstat(fd, &st) != 0) return -1;
     if (pos >= st.st_size) return 1; /* end of file: nothing to wait for */
-    static uint64_t page;
-    if (!page) page = (uint64_t)sysconf(_SC_PAGESIZE);
+    static uint64_t page_size; /* the same answer whichever thread asks first */
+    uint64_t page = __atomic_load_n(&page_size, __ATOMIC_RELAXED);
+    if (!page) __atomic_store_n(&page_size, page = (uint64_t)sysconf(_SC_PAGESIZE), __ATOMIC_RELAXED);
     uint64_t end = (uint64_t)pos + room < (uint64_t)st.st_size ? (uint64_t)pos + room : (uint64_t)st.st_size;
     uint64_t first = (uint64_t)pos / page, last = (end - 1) / page;
     struct cachestat_range r = {first * page, (last - first + 1) * page};
     struct cachestat_counts c;
     if (syscall(__NR_cachestat, fd, &r, &c, 0) != 0) {
-        if (errno == ENOSYS) cachestat_missing = 1;
+        if (errno == ENOSYS) __atomic_store_n(&cachestat_missing, 1, __ATOMIC_RELAXED);
         return -1;
     }
     return c.nr_cache >= last - first + 1;

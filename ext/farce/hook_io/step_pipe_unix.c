@@ -15,7 +15,10 @@
 #include "hook_io/transfer_step.h"
 
 #ifdef RWF_NOWAIT
-static int nowait_pipes = 1; /* cleared on EOPNOTSUPP */
+/* Cleared on EOPNOTSUPP. Every Ractor's threads read it at once, and any of
+ * them may clear it: relaxed atomics, which compile to the plain load and
+ * store (only ever from 1 to 0, so no answer is lost). */
+static int nowait_pipes = 1;
 
 /* FARCE_PIPE_NOWAIT=0 in the environment the process started with takes
  * the older kernel's path from the start, so that it is tested where the
@@ -23,18 +26,18 @@ static int nowait_pipes = 1; /* cleared on EOPNOTSUPP */
 void farce_step_pipe_init(void)
 {
     const char *nowait = getenv("FARCE_PIPE_NOWAIT");
-    if (nowait && !strcmp(nowait, "0")) nowait_pipes = 0;
+    if (nowait && !strcmp(nowait, "0")) __atomic_store_n(&nowait_pipes, 0, __ATOMIC_RELAXED);
 }
 
 /* inlined into the step: the pipe ping-pong's every call */
 static inline __attribute__((always_inline)) ssize_t pipe_call(farce_fd_ent *f, int fd, int reading, void *at,
                                                                 size_t room)
 {
-    if (RB_LIKELY(nowait_pipes)) {
+    if (RB_LIKELY(__atomic_load_n(&nowait_pipes, __ATOMIC_RELAXED))) {
         struct iovec v = {at, room};
         ssize_t n = reading ? preadv2(fd, &v, 1, -1, RWF_NOWAIT) : pwritev2(fd, &v, 1, -1, RWF_NOWAIT);
         if (n >= 0 || errno != EOPNOTSUPP) return n;
-        nowait_pipes = 0; /* an older kernel */
+        __atomic_store_n(&nowait_pipes, 0, __ATOMIC_RELAXED); /* an older kernel */
     }
     return farce_terminal_call(f, fd, reading, at, room);
 }

@@ -95,8 +95,7 @@ int64_t farce_win32_wait_stream(farce_loop *l, VALUE io, int fd, int events, int
 VALUE farce_win32_offload_stream(farce_loop *l, VALUE io, VALUE buffer, VALUE length, size_t offset, int writing,
                                  VALUE moved)
 {
-    static ID id_offload;
-    if (!id_offload) id_offload = rb_intern("__offload_stream");
+    ID id_offload = rb_intern("__offload_stream"); /* rb_intern's own cache (a constant name) */
     if (!rb_obj_respond_to(l->owner, id_offload, 1)) return Qundef;
     VALUE args[6] = {writing ? Qtrue : Qfalse, io, buffer, length, SIZET2NUM(offset), moved};
     return rb_funcallv(l->owner, id_offload, 6, args);

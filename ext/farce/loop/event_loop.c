@@ -483,17 +483,17 @@ void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns)
     farce_stall_thread_changed(&l->stall);
     int64_t r = farce_core_stall_watch(l->core, l->handle, l->stall.turns, threshold_ns, farce_stall_signal());
     if (r < 0) farce_loop_raise(l, r, "stall watch");
-    farce_stall_watching(&l->stall, threshold_ns);
+    /* out of memory: the stalls are still reported, unsampled (fiber nil) */
+    (void)farce_stall_watching(&l->stall, threshold_ns);
 }
 
 void farce_loop_report_stall(farce_loop *l)
 {
-    static ID id_report_stall;
     VALUE fiber, backtrace;
     double seconds;
     if (!farce_stall_take_report(&l->stall, farce_monotonic_ns(), &fiber, &seconds, &backtrace)) return;
-    if (!id_report_stall) id_report_stall = rb_intern("__report_stall");
-    rb_funcall(l->owner, id_report_stall, 3, fiber, DBL2NUM(seconds), NIL_P(backtrace) ? rb_ary_new() : backtrace);
+    /* rb_intern's own cache (a constant name): every Ractor's threads may ask */
+    rb_funcall(l->owner, rb_intern("__report_stall"), 3, fiber, DBL2NUM(seconds), NIL_P(backtrace) ? rb_ary_new() : backtrace);
 }
 
 int64_t farce_turn_budget_ns(VALUE seconds)

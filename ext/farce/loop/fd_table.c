@@ -28,8 +28,9 @@
 #include "core_access/core_door.h"
 #include "loop/ruby_io.h"
 
+/* Set once, in Init (every Ractor's threads read them). */
 static ID id_aref, id_aset;
-static VALUE cWeakMap;
+static VALUE cWeakMap, sym_state, sym_marking;
 
 static void grow(farce_fd_table *t, int fd)
 {
@@ -50,15 +51,7 @@ static void check_fd(int fd)
 
 static VALUE weak_map(farce_fd_table *t)
 {
-    if (!t->alive) {
-        if (!cWeakMap) {
-            cWeakMap = rb_const_get(rb_const_get(rb_cObject, rb_intern("ObjectSpace")), rb_intern("WeakMap"));
-            rb_gc_register_mark_object(cWeakMap);
-            id_aref = rb_intern("[]");
-            id_aset = rb_intern("[]=");
-        }
-        t->alive = rb_class_new_instance(0, NULL, cWeakMap);
-    }
+    if (!t->alive) t->alive = rb_class_new_instance(0, NULL, cWeakMap);
     return t->alive;
 }
 
@@ -68,11 +61,6 @@ static VALUE weak_map(farce_fd_table *t)
 #define NEVER_SEEN SIZE_MAX
 static size_t seen_now(void)
 {
-    static VALUE sym_state, sym_marking;
-    if (!sym_state) {
-        sym_state = ID2SYM(rb_intern("state"));
-        sym_marking = ID2SYM(rb_intern("marking"));
-    }
     return rb_gc_latest_gc_info(sym_state) == sym_marking ? NEVER_SEEN : rb_gc_count();
 }
 
@@ -99,14 +87,24 @@ static int same_io(farce_fd_ent *f, VALUE io)
 
 unsigned long farce_fd_reopens;
 
+/* Any Ractor's thread may reopen an IO while the others' loops read the
+ * count: the increment is atomic (a reopen is rare), the reads stay plain
+ * (a word is never torn, and a loop that reads the count an instant late
+ * looks at the file at its next wait). */
 static VALUE descriptors_reopened(VALUE mod)
 {
-    farce_fd_reopens++;
+    __atomic_fetch_add(&farce_fd_reopens, 1, __ATOMIC_RELAXED);
     return Qnil;
 }
 
 void farce_fd_table_init(VALUE mFarce)
 {
+    cWeakMap = rb_const_get(rb_const_get(rb_cObject, rb_intern("ObjectSpace")), rb_intern("WeakMap"));
+    rb_gc_register_mark_object(cWeakMap);
+    id_aref = rb_intern("[]");
+    id_aset = rb_intern("[]=");
+    sym_state = ID2SYM(rb_intern("state"));
+    sym_marking = ID2SYM(rb_intern("marking"));
     rb_define_singleton_method(mFarce, "__descriptors_reopened", descriptors_reopened, 0);
 }
 

@@ -33,10 +33,22 @@
  *
  * The free function calls no Go (it may run on any fiber stack, in the
  * middle of a GC): orphans are released at the next start.
+ *
+ * The keeper's lists are the process's: every Ractor's loops are on them,
+ * and those Ractors run at once. A native lock guards them (registration,
+ * free, orphaning, release: never a hook's path). Nothing under it
+ * allocates from Ruby's heap or releases the GVL: a thread that waited for
+ * the lock at such a point would keep the GC's stop of every Ractor from
+ * completing. The keeper's mark function takes no lock: the GC marks with
+ * every Ractor stopped at a safe point, and no thread holds the lock at
+ * one (a thread that released the GVL counts as stopped, which is why a
+ * drain never runs under it).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ruby.h> /* its config first: thread_native.h picks pthreads or Windows by it */
+#include <ruby/thread_native.h>
 #include "loop/inflight_ops.h"
 #include "platforms/clock.h"
 #include "core_access/core_loader.h" /* farce_fork_generation */
@@ -67,8 +79,10 @@ struct orphan {
     int wake_fd;
     farce_wait *waits;                 /* NULL, or the table whose operations are in flight */
     uint32_t nwaits;
+    int releasing;                     /* a thread drains it now (outside the lock) */
 };
 
+static rb_nativethread_lock_t lists_lock; /* op_loops and the orphans */
 static farce_inflight_ops *op_loops;  /* loops that can perform operations (doubly linked) */
 static struct orphan *orphans;   /* loops collected without close */
 static long norphans, orphans_cap;
@@ -96,29 +110,36 @@ static void keeper_mark(void *p)
 
 static const rb_data_type_t keeper_type = {"farce/operation pins", {keeper_mark, NULL, NULL}, 0, 0, 0};
 
+void farce_inflight_ops_init_once(void)
+{
+    rb_nativethread_lock_initialize(&lists_lock);
+    rb_global_variable(&keeper);
+    keeper = TypedData_Wrap_Struct(0, &keeper_type, NULL);
+}
+
 void farce_inflight_ops_register(farce_inflight_ops *p, farce_wait *const *waits, const uint32_t *nwaits, const long *in_flight)
 {
     if (p->registered) return;
-    if (!keeper) {
-        rb_global_variable(&keeper);
-        keeper = TypedData_Wrap_Struct(0, &keeper_type, NULL);
-    }
     p->waits = waits;
     p->nwaits = nwaits;
     p->in_flight = in_flight;
     p->prev = NULL;
+    rb_nativethread_lock_lock(&lists_lock);
     p->next = op_loops;
     if (op_loops) op_loops->prev = p;
     op_loops = p;
+    rb_nativethread_lock_unlock(&lists_lock);
     p->registered = 1;
 }
 
 void farce_inflight_ops_unregister(farce_inflight_ops *p)
 {
     if (!p->registered) return;
+    rb_nativethread_lock_lock(&lists_lock);
     if (p->prev) p->prev->next = p->next;
     else op_loops = p->next;
     if (p->next) p->next->prev = p->prev;
+    rb_nativethread_lock_unlock(&lists_lock);
     p->next = p->prev = NULL;
     p->registered = 0;
 }
@@ -128,34 +149,83 @@ void farce_inflight_ops_unregister(farce_inflight_ops *p)
 int farce_inflight_ops_orphan(const farce_core_copy *core, int64_t handle, uint64_t generation, int wake_fd,
                          farce_wait *waits, uint32_t nwaits)
 {
+    int r = 0;
+    rb_nativethread_lock_lock(&lists_lock);
     if (norphans == orphans_cap) {
         long cap = orphans_cap ? orphans_cap * 2 : 8;
-        struct orphan *n = realloc(orphans, cap * sizeof(*n));
-        if (!n) return -ENOMEM;
-        orphans = n;
-        orphans_cap = cap;
+        struct orphan *n = realloc(orphans, cap * sizeof(*n)); /* not Ruby's heap: no GC under the lock */
+        if (n) {
+            orphans = n;
+            orphans_cap = cap;
+        } else {
+            r = -ENOMEM;
+        }
     }
-    orphans[norphans++] = (struct orphan){core, handle, generation, wake_fd, waits, waits ? nwaits : 0};
-    return 0;
+    if (r == 0) orphans[norphans++] = (struct orphan){core, handle, generation, wake_fd, waits, waits ? nwaits : 0, 0};
+    rb_nativethread_lock_unlock(&lists_lock);
+    return r;
+}
+
+/* Takes the first orphan no thread releases yet, marked as being released:
+ * it stays on the list (the keeper marks its pins) until done_with says. */
+static int take_orphan(struct orphan *o)
+{
+    int found = 0;
+    rb_nativethread_lock_lock(&lists_lock);
+    for (long i = 0; i < norphans && !found; i++) {
+        if (orphans[i].releasing) continue;
+        orphans[i].releasing = 1;
+        *o = orphans[i];
+        found = 1;
+    }
+    rb_nativethread_lock_unlock(&lists_lock);
+    return found;
+}
+
+/* The orphan take_orphan gave: off the list (released), or back to wait for
+ * the next start (its ring is another thread's). */
+static void done_with(const struct orphan *o, int released)
+{
+    rb_nativethread_lock_lock(&lists_lock);
+    for (long i = 0; i < norphans; i++) {
+        if (orphans[i].handle != o->handle || orphans[i].core != o->core || orphans[i].generation != o->generation)
+            continue;
+        if (released) orphans[i] = orphans[--norphans];
+        else orphans[i].releasing = 0;
+        break;
+    }
+    rb_nativethread_lock_unlock(&lists_lock);
 }
 
 void farce_release_orphans(void)
 {
-    long kept = 0;
-    for (long i = 0; i < norphans; i++) {
-        struct orphan o = orphans[i];
+    /* the common case, no orphan at all, costs one load and no lock */
+    if (__atomic_load_n(&norphans, __ATOMIC_RELAXED) == 0) return;
+    struct orphan o;
+    struct orphan kept[16];
+    int nkept = 0;
+    /* Each orphan is drained outside the lock (the GVL is released while the
+     * kernel finishes), then taken off. One this thread cannot release is
+     * put back after the pass, so that the pass ends. */
+    while (take_orphan(&o)) {
+        int released = 1;
         if (o.generation != farce_fork_generation) {
             /* inherited through fork: its core is the parent's, never called
              * here; the kernel fills the parent's buffers, not ours */
+        } else if (o.waits && farce_inflight_ops_drain(o.core, o.handle, &o.wake_fd, 0) != 0) {
+            released = 0; /* another thread's ring: keep the pins */
+        } else {
+            farce_core_close(o.core, o.handle);
+        }
+        if (released) {
+            done_with(&o, 1);
             xfree(o.waits);
-            continue;
+        } else if (nkept < (int)(sizeof(kept) / sizeof(kept[0]))) {
+            kept[nkept++] = o;
+        } else {
+            done_with(&o, 0);
+            break;
         }
-        if (o.waits && farce_inflight_ops_drain(o.core, o.handle, &o.wake_fd, 0) != 0) {
-            orphans[kept++] = o; /* another thread's ring: keep the pins */
-            continue;
-        }
-        farce_core_close(o.core, o.handle);
-        xfree(o.waits);
     }
-    norphans = kept;
+    for (int i = 0; i < nkept; i++) done_with(&kept[i], 0);
 }

@@ -28,6 +28,9 @@ typedef struct farce_inflight_ops {
     struct farce_inflight_ops *next, *prev;
 } farce_inflight_ops;
 
+/* Once per process, from Init: the lock over every Ractor's loops, and the
+ * keeper (a GC root). */
+void farce_inflight_ops_init_once(void);
 /* Registered at start by a loop that can perform operations, unregistered
  * when it is freed. */
 void farce_inflight_ops_register(farce_inflight_ops *p, farce_wait *const *waits, const uint32_t *nwaits, const long *in_flight);

@@ -31,18 +31,29 @@
 #include <string.h>
 #include <ruby.h>
 #include <ruby/debug.h>
+#include <ruby/thread_native.h>
 #include "loop/stall.h"
 
 /* Loops with stall detection on (a few at most): the job looks for the
- * stalled one among those of its thread. Touched only with the GVL. */
+ * stalled one among those of its thread. Every Ractor's loops are on it and
+ * those Ractors run at once, so a native lock guards it; nothing under the
+ * lock allocates from Ruby's heap (a GC, which stops every Ractor, would
+ * wait for a thread that waits for the lock). Watching starts and stops
+ * on rare paths only (a threshold set, a loop released or freed); the job
+ * runs only after a stall. */
+static rb_nativethread_lock_t watched_lock;
 static farce_stall **watched;
 static long nwatched, watched_cap;
 
-static void stall_job(void *unused)
+void farce_stall_init_once(void) { rb_nativethread_lock_initialize(&watched_lock); }
+
+/* The first loop of this thread whose current turn stalled and is not
+ * sampled yet, marked as sampled (so the next call finds the next one). */
+static farce_stall *next_unsampled(VALUE thread)
 {
-    (void)unused;
-    VALUE thread = rb_thread_current();
-    for (long i = 0; i < nwatched; i++) {
+    farce_stall *found = NULL;
+    rb_nativethread_lock_lock(&watched_lock);
+    for (long i = 0; i < nwatched && !found; i++) {
         farce_stall *st = watched[i];
         farce_turn_state *ts = st->turns;
         if (*st->thread != thread || !ts) continue;
@@ -50,6 +61,20 @@ static void stall_job(void *unused)
         if (!__atomic_load_n(&ts->active, __ATOMIC_ACQUIRE) || __atomic_load_n(&ts->stall_seq, __ATOMIC_ACQUIRE) != seq) continue;
         if (st->sampled_seq == seq) continue;
         st->sampled_seq = seq;
+        found = st;
+    }
+    rb_nativethread_lock_unlock(&watched_lock);
+    return found;
+}
+
+static void stall_job(void *unused)
+{
+    (void)unused;
+    VALUE thread = rb_thread_current();
+    /* sampled outside the lock (the backtrace allocates); st is a loop of
+     * this thread, which only this thread releases */
+    farce_stall *st;
+    while ((st = next_unsampled(thread))) {
         st->fiber = rb_fiber_current();
         st->backtrace = rb_make_backtrace();
     }
@@ -63,7 +88,12 @@ void farce_stall_init(farce_stall *st, const VALUE *thread)
 
 int farce_stall_prepare(farce_stall *st, int64_t threshold_ns)
 {
-    if (threshold_ns > 0 && farce_stall_install_handler(stall_job) != 0) return -1;
+    if (threshold_ns > 0) {
+        rb_nativethread_lock_lock(&watched_lock); /* two Ractors' first thresholds install it once */
+        int installed = farce_stall_install_handler(stall_job);
+        rb_nativethread_lock_unlock(&watched_lock);
+        if (installed != 0) return -1;
+    }
     if (!st->turns && threshold_ns > 0) {
         st->turns = calloc(1, sizeof(farce_turn_state));
         if (!st->turns) return -ENOMEM;
@@ -71,31 +101,46 @@ int farce_stall_prepare(farce_stall *st, int64_t threshold_ns)
     return 0;
 }
 
-static void watch_add(farce_stall *st)
+/* 0, or -ENOMEM (realloc, not Ruby's heap: no GC under the lock). */
+static int watch_add(farce_stall *st)
 {
-    for (long i = 0; i < nwatched; i++) if (watched[i] == st) return;
-    if (nwatched == watched_cap) {
-        long cap = watched_cap ? watched_cap * 2 : 4;
-        REALLOC_N(watched, farce_stall *, cap);
-        watched_cap = cap;
+    int r = 0;
+    rb_nativethread_lock_lock(&watched_lock);
+    long i = 0;
+    while (i < nwatched && watched[i] != st) i++;
+    if (i == nwatched) {
+        if (nwatched == watched_cap) {
+            long cap = watched_cap ? watched_cap * 2 : 4;
+            farce_stall **n = realloc(watched, cap * sizeof(*n));
+            if (n) {
+                watched = n;
+                watched_cap = cap;
+            }
+        }
+        if (nwatched < watched_cap) watched[nwatched++] = st;
+        else r = -ENOMEM;
     }
-    watched[nwatched++] = st;
+    rb_nativethread_lock_unlock(&watched_lock);
+    return r;
 }
 
-void farce_stall_watching(farce_stall *st, int64_t threshold_ns)
+int farce_stall_watching(farce_stall *st, int64_t threshold_ns)
 {
-    if (threshold_ns > 0) watch_add(st);
-    else farce_stall_forget(st);
+    if (threshold_ns > 0) return watch_add(st);
+    farce_stall_forget(st);
+    return 0;
 }
 
 void farce_stall_forget(farce_stall *st)
 {
+    rb_nativethread_lock_lock(&watched_lock);
     for (long i = 0; i < nwatched; i++) {
         if (watched[i] == st) {
             watched[i] = watched[--nwatched];
             break;
         }
     }
+    rb_nativethread_lock_unlock(&watched_lock);
     st->fiber = st->backtrace = Qnil;
 }
 

@@ -27,6 +27,9 @@ typedef struct farce_stall {
     const VALUE *thread;         /* the loop's thread (farce_loop.thread): the job samples only there */
 } farce_stall;
 
+/* Once per process, from Init: the lock over the loops watched (every
+ * Ractor's). */
+void farce_stall_init_once(void);
 /* thread: where the loop keeps its thread, read by the signal's job. */
 void farce_stall_init(farce_stall *st, const VALUE *thread);
 /* ---- the platform's (stall_unix.c, stall_windows.c) ---- */
@@ -41,8 +44,9 @@ int64_t farce_stall_thread_id(void);
  * (threshold_ns > 0) and allocates the turn state (if none yet and
  * threshold_ns > 0). 0, or -1 (the handler cannot be installed) or -ENOMEM. */
 int farce_stall_prepare(farce_stall *st, int64_t threshold_ns);
-/* The core watches now (threshold_ns > 0) or no longer: the job looks at st. */
-void farce_stall_watching(farce_stall *st, int64_t threshold_ns);
+/* The core watches now (threshold_ns > 0) or no longer: the job looks at st.
+ * 0, or -ENOMEM (st is not watched). */
+int farce_stall_watching(farce_stall *st, int64_t threshold_ns);
 /* The loop's thread is now the calling one (the signal goes to it). */
 void farce_stall_thread_changed(farce_stall *st);
 /* A turn ended in which the watchdog saw a stall: 1 with what to report

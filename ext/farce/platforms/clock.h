@@ -15,12 +15,16 @@
  * clock_windows.go converts it: both sides stamp with the same clock. */
 static inline int64_t farce_monotonic_ns(void)
 {
-    static int64_t frequency;
+    /* the same answer whichever thread (of any Ractor) asks first: relaxed
+     * atomics, which compile to the plain load and store */
+    static int64_t known_frequency;
+    int64_t frequency = __atomic_load_n(&known_frequency, __ATOMIC_RELAXED);
     LARGE_INTEGER c;
     if (!frequency) {
         LARGE_INTEGER f;
         QueryPerformanceFrequency(&f);
         frequency = f.QuadPart;
+        __atomic_store_n(&known_frequency, frequency, __ATOMIC_RELAXED);
     }
     QueryPerformanceCounter(&c);
     return c.QuadPart / frequency * 1000000000LL + c.QuadPart % frequency * 1000000000LL / frequency;
