@@ -1,6 +1,19 @@
 # frozen_string_literal: true
 
+# Ruby before 3.4 runs a require in the Ractor that calls it, and a library
+# loaded there cannot define what every Ractor shares (its constants, its
+# settings, its C extension's classes); Ruby 3.4 and later load every
+# require in the main Ractor. Without this, the failure would be Ruby's
+# generic isolation error from wherever the load first trips.
+if defined?(Ractor) && !Ractor.current.equal?(Ractor.main)
+  raise Ractor::UnsafeError,
+        "farce: require it in the main Ractor before starting Ractors, because Ruby #{RUBY_VERSION} loads a " \
+        "require in the Ractor that calls it, where farce cannot define what all Ractors share (Ruby 3.4 and " \
+        "later load it in the main Ractor themselves)"
+end
+
 require_relative "farce/version"
+require_relative "farce/ractors"
 require_relative "farce/io_buffer_warning"
 require_relative "farce/native"
 require_relative "farce/scheduler"

@@ -10,7 +10,7 @@ module Farce
   # loop from ever coming back, and its Timeout never fired. Without a
   # scheduler, Timeout keeps its promise from a thread of its own with
   # Thread#raise, which interrupts such a wait. This is that thread, for
-  # farce's alarms: one per process, started by the first timeout_after, it
+  # farce's alarms: one per Ractor, started by its first timeout_after, it
   # sleeps until the earliest alarm is GRACE past its deadline, then asks
   # each scheduler that had alarms to raise the ones whose fiber is still
   # the one running (Scheduler#__raise_held_alarms: ext/farce/front_ends/
@@ -37,19 +37,39 @@ module Farce
     # No wake-up needed (the watcher sleeps until told).
     NEVER = Float::INFINITY
 
-    @generation = nil
     # On unless turned off (FARCE_HELD_TIMEOUTS=0, or HeldAlarms.enabled =
     # false): then a fiber's alarm is raised by the loop at its wait alone.
     @enabled = ENV["FARCE_HELD_TIMEOUTS"] != "0"
+    # The main Ractor's watcher. Each other Ractor has one of its own, in its
+    # own storage: Thread#raise reaches only threads of the raiser's Ractor,
+    # and Ruby lets no other Ractor use the module's state.
+    @main_watcher = nil
 
     class << self
+      # Read in every Ractor; set in the main one (Ruby lets only the main
+      # Ractor set a module's variables).
       attr_accessor :enabled
+
+      # The calling Ractor's Watcher. A scheduler asks once, at creation,
+      # and keeps it: a timeout costs no Ractor lookup.
+      def for_this_ractor
+        return @main_watcher ||= Watcher.new if Farce.main_ractor?
+
+        Farce.ractor_local(:farce_held_alarms) { Watcher.new }
+      end
+    end
+
+    # One Ractor's watcher thread and the schedulers it looks at.
+    class Watcher
+      def initialize
+        @generation = nil
+      end
 
       # Scheduler#timeout_after: scheduler's alarm is due in `seconds`.
       # Costs a clock read and a comparison unless the watcher must wake
       # earlier than it planned (its first alarm, or an earlier one).
       def watch(scheduler, seconds)
-        return unless @enabled
+        return unless HeldAlarms.enabled
 
         reset unless @generation == RubyLoop.fork_generation
         due = monotonic + seconds + GRACE
@@ -73,7 +93,7 @@ module Farce
 
       private
 
-      # The first alarm of this process, or of a forked child (the parent's
+      # The first alarm of this watcher, or of a forked child (the parent's
       # watcher thread, mutex and schedulers are not the child's).
       def reset
         @generation = RubyLoop.fork_generation
@@ -88,12 +108,14 @@ module Farce
 
       # As Timeout's own thread: in the default group (a group the caller
       # enclosed keeps it), and marked as one that lives on by design, which
-      # Ruby's test harness does not count as a leaked thread.
+      # Ruby's test harness does not count as a leaked thread. (Another
+      # Ractor's threads start in that Ractor's own default group, and
+      # ThreadGroup::Default is the main Ractor's.)
       def start
         @thread = Thread.new { watch_loop }
         @thread.name = "farce-timeouts"
         @thread.report_on_exception = false
-        ThreadGroup::Default.add(@thread) unless @thread.group.enclosed?
+        ThreadGroup::Default.add(@thread) if Farce.main_ractor? && !@thread.group.enclosed?
         @thread.thread_variable_set(:"\0__detached_thread__", true)
       end
 

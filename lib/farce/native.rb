@@ -38,8 +38,9 @@ module Farce
         !value.empty? && value != "0"
       end
 
+      # In the main Ractor, at load; frozen, so that every Ractor may read it.
       def mark_unavailable(reason)
-        @unavailable = reason
+        @unavailable = reason.frozen? ? reason : reason.dup.freeze
       end
 
       # Why a scheduler asked for backend `name` runs on the Ruby loop
@@ -74,14 +75,27 @@ module Farce
 
       # A fallback nobody asked for is said once per process, on stderr: a
       # broken build must not hide behind a silent slow path. Choosing the
-      # Ruby loop (FARCE_BACKEND=ruby) silences it.
+      # Ruby loop (FARCE_BACKEND=ruby) silences it. (Once per Ractor in the
+      # others: Ruby lets only the main Ractor set a module's variables.)
       def announce(reason)
-        unless @announced
-          @announced = true
+        unless announced?
+          announced!
           warn "farce: running on the pure-Ruby loop (several times slower than the native core): #{reason} " \
                "(FARCE_BACKEND=ruby chooses it and silences this; FARCE_REQUIRE_NATIVE=1 makes it an error)"
         end
         reason
+      end
+
+      def announced?
+        Farce.main_ractor? ? @announced : Farce.ractor_local(:farce_fallback_announced) { false }
+      end
+
+      def announced!
+        if Farce.main_ractor?
+          @announced = true
+        else
+          Ractor.current[:farce_fallback_announced] = true
+        end
       end
 
       def refuse(reason)

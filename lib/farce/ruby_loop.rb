@@ -76,6 +76,7 @@ module Farce
     def initialize(fallback_reason)
       @fallback_reason = fallback_reason
       @fork_generation = RubyLoop.fork_generation
+      @main_ractor = Farce.main_ractor? # whose IO#reopen counts it reads (waits.rb, reopens)
       @thread = Thread.current
       @running = false
       @open = true

@@ -65,6 +65,7 @@ module Farce
       turn_budget = Scheduler.duration_option(:turn_budget, turn_budget)
       stall_threshold = Scheduler.duration_option(:stall_threshold, stall_threshold)
       self.on_stall = on_stall
+      @held_alarms = HeldAlarms.for_this_ractor
       @worker_pool = WorkerPool.new(size: worker_threads, queue_size: worker_queue)
       open_core(name, explicit: explicit)
       self.__turn_budget = turn_budget
@@ -130,7 +131,7 @@ module Farce
 
       token = __alarm(Fiber.current, seconds, exception_class, exception_arguments)
       begin
-        HeldAlarms.watch(self, seconds)
+        @held_alarms.watch(self, seconds)
         yield duration
       ensure
         __cancel_alarm(token)

@@ -19,11 +19,12 @@ module Farce
         "#{location ? " at #{location}" : ''} (stall threshold exceeded)"
     end
   end
-  LIB_DIR = File.expand_path("..", __dir__)
+  LIB_DIR = File.expand_path("..", __dir__).freeze
   private_constant :LIB_DIR
 
-  # The default on_stall: one line on $stderr through Kernel#warn.
-  DEFAULT_ON_STALL = ->(report) { warn(report.to_s) }
+  # The default on_stall: one line on $stderr through Kernel#warn. Shareable
+  # (every Ractor's schedulers report through it).
+  DEFAULT_ON_STALL = Ractor.make_shareable(->(report) { warn(report.to_s) })
 
   # FARCE_STALL_MS as a threshold in seconds, or nil (unset or empty: off).
   def self.stall_threshold_from_environment

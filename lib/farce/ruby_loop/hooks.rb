@@ -8,16 +8,32 @@ module Farce
     @fork_generation = 0
     # Counts IO#reopen calls (lib/farce/reopen_notice.rb): after one, each
     # descriptor's next wait looks at its open file again (claim_descriptor).
+    # The main Ractor's count; another Ractor counts its own reopens in its
+    # own storage (Ruby lets only the main Ractor set a module's variables),
+    # and its loops add the two (reopens_here).
     @reopens = 0
     class << self
       attr_reader :fork_generation, :reopens
 
+      # Only the main Ractor forks from Ruby 3.4 on; before, a fork from
+      # another Ractor is not counted (Ruby would refuse the update), and
+      # the Ruby loop does not tell its inherited schedulers inert there.
       def forked
-        @fork_generation += 1
+        @fork_generation += 1 if Farce.main_ractor?
       end
 
       def descriptors_reopened
-        @reopens += 1
+        if Farce.main_ractor?
+          @reopens += 1
+        else
+          Ractor.current[:farce_reopens] = Farce.ractor_local(:farce_reopens) { 0 } + 1
+        end
+      end
+
+      # What a loop of a Ractor other than the main one compares: every
+      # reopen it can know of (the main Ractor's and its own).
+      def reopens_here
+        @reopens + Farce.ractor_local(:farce_reopens) { 0 }
       end
 
       # Makes Farce::Scheduler route its hook methods to a RubyLoop for the

@@ -21,7 +21,9 @@ module Farce
         return got.zero? ? false : got
       end
       fd = io.fileno
-      claim_descriptor(io, fd) unless @fd_owners[fd].equal?(io) && @fd_reopens[fd] == RubyLoop.reopens
+      # (reopens inlined: this is every wait's path)
+      claim_descriptor(io, fd) unless @fd_owners[fd].equal?(io) &&
+                                      @fd_reopens[fd] == (@main_ractor ? RubyLoop.reopens : RubyLoop.reopens_here)
       wait = Wait.new(Fiber.current, io: io, events: events)
       (@io_waits[io] ||= []) << wait
       result = park(wait, duration)
@@ -104,6 +106,13 @@ module Farce
       nil
     end
 
+    # The IO#reopen calls this loop can know of: the main Ractor's (a
+    # module's variable, as cheap as a method call), plus, in another
+    # Ractor, that Ractor's own (RubyLoop.reopens_here).
+    def reopens
+      @main_ractor ? RubyLoop.reopens : RubyLoop.reopens_here
+    end
+
     # Another IO object waits on fd than the last one (or an IO#reopen
     # happened since): when the number names another open file by now
     # (closed or dup2'd over behind the old IO's back, by C code, or
@@ -112,7 +121,7 @@ module Farce
     # IO of that number. One stat, only then (the native loop's rule,
     # fd_table.c).
     def claim_descriptor(io, fd)
-      @fd_reopens[fd] = RubyLoop.reopens
+      @fd_reopens[fd] = reopens
       file = file_identity(io)
       if @fd_files.key?(fd) && @fd_files[fd] != file
         @io_waits.keys.each { |other| wake_io(other, :closed) if descriptor_of(other) == fd }
