@@ -159,6 +159,8 @@ WINDOWS_NOT_RUN = {
   "test_stall" => "stall detection interrupts the stalled thread with a POSIX signal: on Windows it raises " \
                   "NotImplementedError",
   "test_selector_wait_and_close" => "every test's setup opens #{WINDOWS_NO_UNIX_SOCKETS}",
+  "test_ractors" => "its child scripts open #{WINDOWS_NO_UNIX_SOCKETS}, spawn sh, read /proc/self and " \
+                    "ask for stall detection (a POSIX signal); the Ractor-safety of the C is the same code",
   "test_docs_match_the_tree" => "reads the tree, not platform behaviour (runs on Linux)",
   "test_ext_layering" => "reads the sources, not platform behaviour (runs on Linux)",
   "test_peer_suite_comparison" => "the peers' suites (Linux)",

@@ -133,9 +133,10 @@ module FarceTestHelper
 
   # Runs Ruby code in a child process with farce on the load path; returns
   # [stdout+stderr, status]. A hang fails after `timeout` seconds.
-  def ruby_subprocess(code, timeout: 30, env: {})
+  # ruby_options: more of ruby's own options (--disable-gems).
+  def ruby_subprocess(code, timeout: 30, env: {}, ruby_options: [])
     out = +""
-    IO.popen(env, [RbConfig.ruby, "-I", LIB, "-e", code], err: %i[child out], pgroup: true) do |io|
+    IO.popen(env, [RbConfig.ruby, *ruby_options, "-I", LIB, "-e", code], err: %i[child out], pgroup: true) do |io|
       reader = Thread.new { out << io.read }
       unless reader.join(timeout)
         Process.kill(:KILL, -io.pid) # the whole group: forked grandchildren hold the pipe too
