@@ -151,9 +151,11 @@ module Farce
     # it at any time: one fcntl(2) per read or write of anything but a
     # socket (read_nonblock makes one more itself). Windows has no F_GETFL
     # (a pipe's non-blocking mode is its handle's): there,
-    # read_nonblock/write_nonblock as before.
+    # read_nonblock/write_nonblock as before. (IO#fcntl, not io/nonblock's
+    # IO#nonblock?, which asks the same: Ruby 3.1's io/nonblock is not
+    # declared Ractor-safe, and a Ractor other than the main one may not call it.)
     def descriptor_blocking?(io)
-      FLAGS_KNOWN && !io.nonblock?
+      FLAGS_KNOWN && (io.fcntl(Fcntl::F_GETFL) & Fcntl::O_NONBLOCK).zero?
     end
 
     # RUBY_PLATFORM, not Gem.win_platform?: a program run with
