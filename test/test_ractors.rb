@@ -50,7 +50,8 @@ class TestRactors < Minitest::Test
     assert_equal "200", line(out, "CASE socket_ping_pong")
     assert_equal "[true, true]", line(out, "CASE tcp_accept_and_dns"), "20 clients accepted, each number read"
     assert_equal "[4950, 0]", line(out, "CASE queue_and_mutex"), "the sum of 0...100 popped; no fiber inside the Mutex with another"
-    assert_equal "[:held_raised, :raised]", line(out, "CASE timeouts")
+    # (the held case is not tried on 3.4, which crashes there by itself: see the script)
+    assert_equal RUBY_VERSION.start_with?("3.4.") ? "[:raised]" : "[:held_raised, :raised]", line(out, "CASE timeouts")
     assert_equal "[7, 5]", line(out, "CASE process_wait"), "the child's status; the ticker ticked meanwhile"
     assert_equal(RUBY_VERSION < "3.2" ? ":no_hook" : "1", line(out, "CASE io_select"))
     assert_equal '"3456"', line(out, "CASE worker_pool")
