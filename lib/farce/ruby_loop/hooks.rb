@@ -15,7 +15,7 @@ module Farce
     class << self
       attr_reader :fork_generation, :reopens
 
-      # Only the main Ractor forks from Ruby 3.4 on; before, a fork from
+      # Only the main Ractor forks from Ruby 4.0 on; before, a fork from
       # another Ractor is not counted (Ruby would refuse the update), and
       # the Ruby loop does not tell its inherited schedulers inert there.
       def forked
