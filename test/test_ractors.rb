@@ -13,8 +13,9 @@ class TestRactors < Minitest::Test
   # Ruby before 4.0 keeps one pool of fiber stacks for the whole process
   # and takes no lock around it: fibers made in two Ractors at once crash
   # the interpreter, farce or not (4 Ractors each making and resuming plain
-  # fibers, with or without GC.start meanwhile: a segmentation fault within
-  # 1.5 s in 3 runs of 3 on 3.1, 3.2, 3.3 and 3.4; none on 4.0 and 4.1).
+  # fibers for 1.5 s, with or without GC.start meanwhile: a segmentation
+  # fault or a corrupted fiber in 1 to 3 runs of 3 on each of 3.1, 3.2, 3.3
+  # and 3.4; in none of 3 on 4.0 and 4.1).
   FIBERS_IN_PARALLEL = RUBY_VERSION >= "4.0"
   NO_PARALLEL_FIBERS = "Ruby #{RUBY_VERSION}'s fiber pool is shared by every Ractor without a lock: fibers " \
                        "made in two Ractors at once crash it without farce (fixed in 4.0)"
@@ -23,8 +24,8 @@ class TestRactors < Minitest::Test
     skip "Ruby #{RUBY_VERSION} has no Ractors" unless defined?(Ractor)
   end
 
-  # The child's CASE lines as a Hash of name => value (inspected), with the
-  # failures' lines under "FAILED".
+  # The output of test/scripts/NAME.rb run on the suite's backend, which
+  # must have ended well and said DONE.
   def run_script(name, timeout: 60, **parameters)
     out, status = ruby_subprocess(child_script(name, BACKEND: backend, **parameters), timeout: timeout)
     assert status.success?, "the child failed (#{status.inspect}):\n#{out}"
