@@ -105,6 +105,12 @@ void farce_fd_table_init(VALUE mFarce)
     id_aset = rb_intern("[]=");
     sym_state = ID2SYM(rb_intern("state"));
     sym_marking = ID2SYM(rb_intern("marking"));
+    /* Ruby makes the symbols GC.latest_gc_info knows on its first call, one
+     * static at a time and with no lock: two Ractors' first calls at once
+     * had one see a half-made table and raise "unknown key: state" (4.0.5,
+     * a Ractor's loop in test_ractors). Asked once here, before any Ractor
+     * can start, the table is whole. */
+    rb_gc_latest_gc_info(sym_state);
     rb_define_singleton_method(mFarce, "__descriptors_reopened", descriptors_reopened, 0);
 }
 
