@@ -20,6 +20,15 @@ class TestRactors < Minitest::Test
   NO_PARALLEL_FIBERS = "Ruby #{RUBY_VERSION}'s fiber pool is shared by every Ractor without a lock: fibers " \
                        "made in two Ractors at once crash it without farce (fixed in 4.0)"
 
+  # Ruby 3.4 crashes, farce or not, when a Ractor that has a thread of its
+  # own switches fibers after earlier Ractors ran threads (6 Ractors with a
+  # thread each, then Ractors resuming a plain fiber while a thread of
+  # theirs sleeps: a segmentation fault in 3 runs of 3 on 3.4.11, in none on
+  # 3.3, 4.0 or 4.1). farce's hooks start threads (the worker pool, the
+  # timeout watcher, Process.wait and name lookups without a pidfd), and the
+  # hook cases crashed there about one run in six.
+  THREADS_AND_FIBERS = !RUBY_VERSION.start_with?("3.4.")
+
   def setup
     skip "Ruby #{RUBY_VERSION} has no Ractors" unless defined?(Ractor)
   end
@@ -44,6 +53,7 @@ class TestRactors < Minitest::Test
   end
 
   def test_each_hook_works_in_a_ractor
+    skip "Ruby #{RUBY_VERSION} crashes by itself when a Ractor with a thread switches fibers (see THREADS_AND_FIBERS)" unless THREADS_AND_FIBERS
     out = run_script("ractor_hooks")
     refute_match(/^FAILED/, out)
     assert_equal "[10, true]", line(out, "CASE sleep"), "ten fibers slept at once"
@@ -51,8 +61,7 @@ class TestRactors < Minitest::Test
     assert_equal "200", line(out, "CASE socket_ping_pong")
     assert_equal "[true, true]", line(out, "CASE tcp_accept_and_dns"), "20 clients accepted, each number read"
     assert_equal "[4950, 0]", line(out, "CASE queue_and_mutex"), "the sum of 0...100 popped; no fiber inside the Mutex with another"
-    # (the held case is not tried on 3.4, which crashes there by itself: see the script)
-    assert_equal RUBY_VERSION.start_with?("3.4.") ? "[:raised]" : "[:held_raised, :raised]", line(out, "CASE timeouts")
+    assert_equal "[:held_raised, :raised]", line(out, "CASE timeouts")
     assert_equal "[7, 5]", line(out, "CASE process_wait"), "the child's status; the ticker ticked meanwhile"
     assert_equal(RUBY_VERSION < "3.2" ? ":no_hook" : "1", line(out, "CASE io_select"))
     assert_equal '"3456"', line(out, "CASE worker_pool")

@@ -114,13 +114,6 @@ module RactorCases
         rescue Timeout::Error
           outcomes << :raised
         end
-        # Ruby 3.4 itself crashes in a Ractor whose blocking fiber sleeps
-        # inside a non-blocking one once earlier Ractors have run threads
-        # (a plain script of a few Ractors with threads, then that: a
-        # segmentation fault in 3 runs of 3 on 3.4.11, none on 3.3, 4.0,
-        # 4.1), so this case is not tried there
-        next if RUBY_VERSION.start_with?("3.4.")
-
         Fiber.schedule do
           Timeout.timeout(0.05) { Fiber.new(blocking: true) { sleep 5 }.resume }
           outcomes << :held_not_raised
