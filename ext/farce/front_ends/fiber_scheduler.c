@@ -73,12 +73,13 @@ typedef struct {
  * still named as the one holding the thread then (its Thread#raise would
  * land in the loop and leave Farce.run). A raise the watcher started into
  * this fiber before is taken here, before the switch (take_held_raise). */
-static void take_held_raise(farce_sched *s, VALUE fiber);
+static inline void take_held_raise(farce_sched *s, VALUE fiber);
 
-static VALUE yield_to_loop(VALUE owner)
+static VALUE yield_to_loop(VALUE parking)
 {
-    farce_sched *s = RTYPEDDATA_DATA(owner);
-    VALUE fiber = rb_fiber_current();
+    const farce_parking *p = (const farce_parking *)parking;
+    farce_sched *s = RTYPEDDATA_DATA(p->owner);
+    VALUE fiber = p->fiber; /* the park asked Ruby already: a ping-pong round trip parks twice */
     if (s->turn_fiber == fiber) s->turn_fiber = Qnil;
     take_held_raise(s, fiber);
     return rb_fiber_yield(0, NULL);
@@ -125,7 +126,7 @@ static VALUE take_interrupt(farce_sched *s, VALUE fiber)
     return first;
 }
 
-static void drop_held_raise(farce_sched *s, VALUE fiber);
+static inline void drop_held_raise(farce_sched *s, VALUE fiber);
 
 /* Resumes the fibers whose waits finished; an alarm raises in its fiber.
  * A fiber's exception propagates with the batch cursor already past it.
@@ -885,11 +886,15 @@ static VALUE wait_for_the_watcher(VALUE p)
     return Qnil;
 }
 
-static void take_held_raise(farce_sched *s, VALUE fiber)
+static void take_held_raise_now(farce_sched *s)
 {
-    if (RB_LIKELY(s->held.fiber != fiber)) return;
     s->held.fiber = s->held.exception = Qnil;
     wait_for_the_watcher((VALUE)s);
+}
+/* (every park asks: the test is inlined, the rest is not) */
+static inline void take_held_raise(farce_sched *s, VALUE fiber)
+{
+    if (RB_UNLIKELY(s->held.fiber == fiber)) take_held_raise_now(s);
 }
 
 /* The loop (or a spawner), once a fiber's turn ended without a park or its
@@ -897,9 +902,8 @@ static void take_held_raise(farce_sched *s, VALUE fiber)
  * exception of its own past its Timeout's ensure) while the watcher raised
  * into it: that exception, meant for a turn that is over, is taken here and
  * dropped; anything else raised meanwhile goes on. */
-static void drop_held_raise(farce_sched *s, VALUE fiber)
+static void drop_held_raise_now(farce_sched *s)
 {
-    if (RB_LIKELY(s->held.fiber != fiber)) return;
     VALUE exception = s->held.exception;
     s->held.fiber = s->held.exception = Qnil;
     int state = 0;
@@ -908,6 +912,11 @@ static void drop_held_raise(farce_sched *s, VALUE fiber)
     if (rb_errinfo() != exception) rb_jump_tag(state);
     rb_set_errinfo(Qnil);
     RB_GC_GUARD(exception);
+}
+/* (after every fiber the loop resumes: the test is inlined) */
+static inline void drop_held_raise(farce_sched *s, VALUE fiber)
+{
+    if (RB_UNLIKELY(s->held.fiber == fiber)) drop_held_raise_now(s);
 }
 
 /* call-seq: __raise_held_alarms(grace) -> seconds until the next look, or nil
@@ -985,7 +994,7 @@ static VALUE sched_cancel_alarm(VALUE self, VALUE token_v)
     /* a raise the watcher started before the block ended lands here, in
      * the Timeout's ensure, as Timeout's own thread's may without a
      * scheduler: the deadline had passed */
-    take_held_raise(s, rb_fiber_current());
+    if (RB_UNLIKELY(!NIL_P(s->held.fiber))) take_held_raise(s, rb_fiber_current());
     return Qnil;
 }
 

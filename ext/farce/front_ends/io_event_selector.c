@@ -60,9 +60,9 @@ static inline void next_turn(farce_loop *l)
     farce_loop_turn_begins(l);
 }
 
-static VALUE transfer_to_loop(VALUE self)
+static VALUE transfer_to_loop(VALUE parking)
 {
-    farce_selector *s = rb_check_typeddata(self, &sel_type);
+    farce_selector *s = RTYPEDDATA_DATA(((const farce_parking *)parking)->owner); /* the loop's own owner */
     next_turn(&s->loop);
     return rb_fiber_transfer(s->loop_fiber, 0, NULL);
 }

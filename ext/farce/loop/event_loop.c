@@ -244,8 +244,9 @@ size_t farce_loop_memsize(const farce_loop *l)
 
 /* ---- Go's scheduler tick ----------------------------------------------------- */
 
-/* A poll moves the tick too (the core does it itself), but between two polls
- * a loop with a thousand fibers ready runs Ruby for tens of milliseconds;
+/* A poll moves the tick too (the core does it itself, and farce_loop_poll
+ * notes when), so a loop that polls often never calls this; but between two
+ * polls a loop with a thousand fibers ready runs Ruby for tens of milliseconds;
  * without this, sysmon took the P each iteration and then polled every
  * 20 us for a millisecond, a cost that grew with the connections served
  * (docs/benchmarks.md, "Cost against connections"). */
@@ -324,6 +325,7 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
     if (a.reserved >= 0 && a.reserved <= FARCE_DEFERRED_WAITS) l->nreserve = a.reserved;
     if (last) memset(l->resumed_at, 0, (size_t)last * sizeof(int64_t));
     if (n > 0) l->polled_at = a.polled_at;
+    if (a.polled_at) l->core_ticked_ns = a.polled_at; /* the core moved Go's tick itself if it was due */
     l->batch_pos = l->batch_len = 0;
     if (n == 0 && block_ns == 0) {
         /* The io_uring driver defers submissions from a zero-timeout poll
@@ -342,7 +344,8 @@ int64_t farce_loop_poll(farce_loop *l, int64_t block_ns)
         n = farce_core_poll_blocking(l->core, l->handle, block_ns, l->batch, FARCE_BATCH, &l->wake_fd);
         l->in_kernel_wait = 0;
         l->slept = 1;
-        int64_t slept = farce_monotonic_ns() - t0;
+        int64_t woke = farce_monotonic_ns(), slept = woke - t0;
+        l->core_ticked_ns = woke; /* as the poll above */
         l->idle_ns += slept;
         l->idle_duration = (double)slept / 1e9;
         l->batch_len = n > 0 ? (int)n : 0;

@@ -53,12 +53,19 @@ typedef struct {
     int fd;
 } farce_queued_op;
 
+/* What a fiber that parks hands its front end's to_loop (through
+ * rb_protect's one argument): the front end's Ruby object, and the fiber
+ * itself, which the park has asked Ruby for already. */
+typedef struct {
+    VALUE owner, fiber;
+} farce_parking;
+
 /* How one front end switches fibers. */
 typedef struct {
     const char *name;          /* for messages: "Farce::Scheduler" */
     /* Switches from the current (parking) fiber to the loop; returns what
-     * the fiber is resumed with. owner is the front end's Ruby object. */
-    VALUE (*to_loop)(VALUE owner);
+     * the fiber is resumed with. parking is a farce_parking *. */
+    VALUE (*to_loop)(VALUE parking);
     /* io-event's contract: a descriptor wait always suspends the fiber,
      * even when the descriptor is ready at once; the loop resumes it. */
     int suspend_when_ready;
@@ -143,8 +150,9 @@ struct farce_loop {
      * dispatches right after the poll, so it is still now, one clock
      * reading fewer per poll. 0: read the clock. */
     int64_t polled_at;
-    /* When the loop last asked the core to move its scheduler tick
-     * (farce_loop_turn_begins_at): every FARCE_CORE_TICK_NS of turns. */
+    /* When the loop last polled or asked the core to move its scheduler
+     * tick (farce_loop_turn_begins_at): after FARCE_CORE_TICK_NS of turns
+     * with neither, it asks. */
     int64_t core_ticked_ns;
     long core_ticks; /* of those calls (stats) */
 
@@ -298,10 +306,12 @@ void farce_loop_report_stall(farce_loop *l);
 void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns);
 /* The loop is about to switch to a fiber it took from its ready work: a new
  * turn starts at now (and is published for the stall watchdog). */
-/* How often the turns that begin between two polls call into the core so
- * that Go's sysmon sees the thread's goroutine pass through Go's scheduler
- * (core/sched_tick.go): well under the 10 ms after which sysmon takes the P. */
-#define FARCE_CORE_TICK_NS 4000000LL
+/* How long after a poll (or the last such call) the turns that begin call
+ * into the core so that Go's sysmon sees the thread's goroutine pass through
+ * Go's scheduler (core/sched_tick.go). The core moves the tick at most every
+ * 4 ms (a poll just before that finds it not yet due), so the tick moves
+ * within 6 ms and a turn: well under the 10 ms after which sysmon takes the P. */
+#define FARCE_CORE_TICK_NS 2000000LL
 void farce_loop_tick_core(farce_loop *l, int64_t now);
 static inline int64_t farce_loop_turn_begins_at(farce_loop *l, int64_t now)
 {

@@ -90,7 +90,8 @@ int64_t farce_loop_park_parkable(farce_loop *l, uint64_t token, enum farce_wait_
     if (kind == FARCE_WAIT_FD) l->fd_parked++;
 
     int state = 0;
-    VALUE result = rb_protect(l->front->to_loop, l->owner, &state);
+    farce_parking parking = {l->owner, fiber};
+    VALUE result = rb_protect(l->front->to_loop, (VALUE)&parking, &state);
     if (state) {
         farce_loop_abandon(l, token);
         rb_jump_tag(state);
@@ -207,9 +208,10 @@ int64_t farce_loop_park_op(farce_loop *l, uint64_t token, VALUE pin, int64_t *re
 
     int held_state = 0;
     VALUE held = Qnil;
+    farce_parking parking = {l->owner, fiber};
     for (;;) {
         int state = 0;
-        VALUE result = rb_protect(l->front->to_loop, l->owner, &state);
+        VALUE result = rb_protect(l->front->to_loop, (VALUE)&parking, &state);
         if (!holds(l, token, fiber) || l->waits[farce_token_slot(token)].kind != FARCE_WAIT_OP) {
             /* reaped: dispatch cleared the entry and passed the result */
             RB_GC_GUARD(pin);
