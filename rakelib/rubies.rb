@@ -14,13 +14,15 @@ RUBY_LEGS = %w[3.1 3.2 3.3 3.4 4.0 4.1].freeze
 
 # The backends each leg runs the minitest suite on ("all": every backend
 # this kernel offers); the Ruby loop ("ruby") runs on every leg. 3.1 runs
-# every backend in `rake test` already; 3.4 (Debian's newest) and 4.0 (the
-# current release) run them all here. The others run the default backend
-# (io_uring where the kernel has it): the backends differ in Go and in the
-# kernel, not in what Ruby asks of them. RUBIES_BACKENDS=all runs every
-# backend on every leg.
+# every backend in `rake test` already (the hooks of 3.1 to 3.4, which send
+# every read with a length of 0), and 4.0 (the current release, whose hooks
+# differ) runs them all here. The others run the default backend: the
+# backends differ in Go and in the kernel, not in what Ruby asks of them.
+# (3.4 ran every backend too until CI passed an hour on a fresh machine;
+# its two extra runs were 2.5 of those minutes and repeated 3.1's hooks.)
+# RUBIES_BACKENDS=all runs every backend on every leg.
 RUBY_LEG_BACKENDS = {
-  "3.1" => %w[auto], "3.2" => %w[auto], "3.3" => %w[auto], "3.4" => "all", "4.0" => "all", "4.1" => %w[auto]
+  "3.1" => %w[auto], "3.2" => %w[auto], "3.3" => %w[auto], "3.4" => %w[auto], "4.0" => "all", "4.1" => %w[auto]
 }.freeze
 
 # A leg whose suites (each listed as FAILED in its summary) did not all pass.

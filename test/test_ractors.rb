@@ -34,9 +34,11 @@ class TestRactors < Minitest::Test
   end
 
   # The output of test/scripts/NAME.rb run on the suite's backend, which
-  # must have ended well and said DONE.
+  # must have ended well and said DONE. The scripts require
+  # ractor_support.rb from SCRIPTS_DIR (they run as `ruby -e`).
   def run_script(name, timeout: 60, **parameters)
-    out, status = ruby_subprocess(child_script(name, BACKEND: backend, **parameters), timeout: timeout)
+    out, status = ruby_subprocess(child_script(name, BACKEND: backend, SCRIPTS_DIR: SCRIPTS, **parameters),
+                                  timeout: timeout)
     assert status.success?, "the child failed (#{status.inspect}):\n#{out}"
     assert_includes out, "DONE", out
     out

@@ -1,17 +1,11 @@
 # Child script of test/test_ractors.rb: each of farce's hook behaviours run
 # inside a Ractor other than the main one, one Ractor per case, one after
 # another. Prints "CASE name value.inspect" for each (or "FAILED name ..."),
-# then "DONE". BACKEND (a Symbol) is set before this code.
-require "farce"
+# then "DONE". BACKEND (a Symbol) and SCRIPTS_DIR are set before this code.
+require File.join(SCRIPTS_DIR, "ractor_support")
 require "socket"
 require "timeout"
 require "tmpdir"
-Warning[:experimental] = false # "Ractor is experimental..."
-
-# The Ractor's value: Ractor#value from Ruby 3.5 on, Ractor#take before.
-def value_of(ractor)
-  ractor.respond_to?(:value) ? ractor.value : ractor.take
-end
 
 # In a module, so that each lambda's self is shareable and the table can
 # be handed to every Ractor.

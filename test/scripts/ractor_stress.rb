@@ -4,15 +4,10 @@
 # over and over. Each Ractor counts what it sent and what arrived; the
 # script prints "RACTOR i counts.inspect" for each, "GCS n", the descriptors
 # and threads of the process before and after ("FDS before after",
-# "TASKS before after"), then "DONE". BACKEND, RACTORS and SECONDS are set
-# before this code.
-require "farce"
+# "TASKS before after"), then "DONE". BACKEND, RACTORS, SECONDS and
+# SCRIPTS_DIR are set before this code.
+require File.join(SCRIPTS_DIR, "ractor_support")
 require "socket"
-Warning[:experimental] = false # "Ractor is experimental..."
-
-def value_of(ractor)
-  ractor.respond_to?(:value) ? ractor.value : ractor.take
-end
 
 def descriptors = Dir.children("/proc/self/fd").size
 def tasks = Dir.children("/proc/self/task").size

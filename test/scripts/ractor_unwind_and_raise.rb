@@ -5,16 +5,11 @@
 # sends its name to the main Ractor; the raise reaches the main Ractor as
 # the Ractor's error; the other Ractor is not disturbed. Prints
 # "UNWOUND names.inspect", "RAISED class message", "PINGS n" and "DONE".
-# BACKEND and AT_ONCE (false: the ping-pong Ractor starts once the other
-# has ended, for the Rubies whose fibers cannot run in two Ractors at once)
-# are set before this code.
-require "farce"
+# BACKEND, AT_ONCE (false: the ping-pong Ractor starts once the other has
+# ended, for the Rubies whose fibers cannot run in two Ractors at once) and
+# SCRIPTS_DIR are set before this code.
+require File.join(SCRIPTS_DIR, "ractor_support")
 require "socket"
-Warning[:experimental] = false # "Ractor is experimental..."
-
-def value_of(ractor)
-  ractor.respond_to?(:value) ? ractor.value : ractor.take
-end
 
 main = Ractor.current
 raiser = Ractor.new(BACKEND, main) do |backend, to|
