@@ -53,6 +53,8 @@ module Bench
       per = diff(*counts, @large - @small)
       total = per.values.sum
       puts format("%s %s: %.0f instructions per %s", @contender, @workload, total, unit)
+      all = events(*counts, @large - @small)
+      puts "  events per #{unit}: #{all.map { |name, v| format('%s %.1f', name, v) }.join(', ')}" if all.size > 1
       by_object = Hash.new(0)
       per.each { |(object, _), v| by_object[label(object)] += v }
       by_object.sort_by { |_, v| -v }.each { |name, v| puts format("  %-22s %8.0f", name, v) if v.abs >= 1 }
@@ -143,6 +145,19 @@ module Bench
       end
     end
 
+    # Every event the file counted ("Ir", and with CALLGRIND_OPTIONS' models
+    # "D1mr", "Bim", ...) per unit between two files, from their summary lines.
+    def events(small, large, units)
+      names, a = summary(small)
+      _, b = summary(large)
+      names.each_with_index.to_h { |name, i| [name, (b[i] - a[i]).to_f / units] }
+    end
+
+    def summary(file)
+      text = File.read(file)
+      [text[/^events: (.*)$/, 1].to_s.split, text[/^summary: (.*)$/, 1].to_s.split.map(&:to_i)]
+    end
+
     # {[object, function] => instructions per unit} between two files.
     def diff(small, large, units)
       a = functions(small)
@@ -152,7 +167,8 @@ module Bench
 
     def functions(file)
       fns = Hash.new(0)
-      IO.popen(["callgrind_annotate", "--threshold=100", "--auto=no", file], err: File::NULL).each_line do |line|
+      # --show=Ir: with the cache and branch models on, a line has a column per event
+      IO.popen(["callgrind_annotate", "--show=Ir", "--threshold=100", "--auto=no", file], err: File::NULL).each_line do |line|
         m = line.match(/\A\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*?)(?:\s+\[(.*)\])?\s*\z/) or next
         next if m[2] == "PROGRAM TOTALS"
 
