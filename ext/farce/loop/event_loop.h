@@ -304,8 +304,6 @@ void farce_loop_report_stall(farce_loop *l);
  * Farce::Error when the core cannot watch. Before the core starts it is
  * noted, and farce_loop_start turns it on. */
 void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns);
-/* The loop is about to switch to a fiber it took from its ready work: a new
- * turn starts at now (and is published for the stall watchdog). */
 /* How long after a poll (or the last such call) the turns that begin call
  * into the core so that Go's sysmon sees the thread's goroutine pass through
  * Go's scheduler (core/sched_tick.go). The core moves the tick at most every
@@ -313,6 +311,8 @@ void farce_loop_watch_stalls(farce_loop *l, int64_t threshold_ns);
  * within 6 ms and a turn: well under the 10 ms after which sysmon takes the P. */
 #define FARCE_CORE_TICK_NS 2000000LL
 void farce_loop_tick_core(farce_loop *l, int64_t now);
+/* The loop is about to switch to a fiber it took from its ready work: a new
+ * turn starts at now (and is published for the stall watchdog). */
 static inline int64_t farce_loop_turn_begins_at(farce_loop *l, int64_t now)
 {
     if (RB_UNLIKELY(now - l->core_ticked_ns >= FARCE_CORE_TICK_NS)) farce_loop_tick_core(l, now);
