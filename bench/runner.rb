@@ -5,7 +5,7 @@
 # entry point (settings, main, --render); the runner's parts are in bench/runner/, one
 # purpose each: tools.rb, contenders.rb, cases.rb, running.rb, rows.rb, summary.rb,
 # report.rb, scaling.rb, scaling_plot.rb, backends.rb, production_targets.rb, falcon_section.rb,
-# scale_out_section.rb and readme_template.rb.
+# connection_targets.rb, scale_out_section.rb and readme_template.rb.
 #
 # Environment:
 #   BENCH_RUNS=N         alternating runs per figure; the median is reported (default 3; quick 1)
@@ -139,7 +139,7 @@ module Bench
 end
 
 %w[tools contenders cases running rows summary report scaling scaling_plot backends production_targets falcon_section
-   scale_out_section readme_template].each do |part|
+   connection_targets scale_out_section readme_template].each do |part|
   require_relative "runner/#{part}"
 end
 

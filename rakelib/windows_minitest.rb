@@ -166,6 +166,7 @@ WINDOWS_NOT_RUN = {
   "test_peer_suite_comparison" => "the peers' suites (Linux)",
   "test_bench_production_targets" => "checks the bench runner's arithmetic, not platform behaviour (runs on Linux)",
   "test_bench_scaling" => "checks the bench runner's arithmetic, not platform behaviour (runs on Linux)",
+  "test_bench_connection_targets" => "checks the bench runner's arithmetic, not platform behaviour (runs on Linux)",
   "test_bench_scale_out" => "checks the scale-out bench's table and ratios, not platform behaviour (runs on Linux)",
   "test_bench_steady_window" => "checks the bench's reading of Linux's /proc and ss, not platform behaviour (runs on Linux)",
   "test_bench_group_threads" => "checks the bench's reading of Linux's /proc, not platform behaviour (runs on Linux)"

@@ -56,13 +56,14 @@ class TestBenchProductionTargets < Minitest::Test
     raw
   end
 
-  def test_http_targets_follow_the_same_run_ratio_to_async_on_the_same_ruby
+  # The hello server's req/s targets against Async are retired (beyond a
+  # scheduler's share of a request); its p99 against Async's stays a target.
+  def test_http_targets_are_p99_against_async_on_the_same_ruby_and_no_longer_req_s
     v = verdicts
-    assert_equal %w[met 1.37×], v["`#{FARCE33}`: HTTP, 64 conns ≥ 1.3× Async's req/s"]
-    assert_equal %w[MISSED 1.12×], v["`#{FARCE33}`: HTTP, 1,000 conns ≥ 1.3× Async's req/s"]
-    assert_equal %w[MISSED 1.22×], v["`#{FARCE40J}`: HTTP, 64 conns ≥ 1.6× Async's req/s"]
     assert_equal %w[met 0.75×], v["`#{FARCE40J}`: HTTP, 64 conns, p99 ≤ Async's"]
     assert_equal %w[MISSED 1.25×], v["`#{FARCE40J}`: HTTP, 1,000 conns, p99 ≤ Async's"]
+    assert_equal %w[met 0.75×], v["`#{FARCE33}`: HTTP, 64 conns, p99 ≤ Async's"]
+    assert_empty v.keys.grep(/Async's req\/s/)
   end
 
   def test_ping_pong_targets_divide_by_the_floor_on_the_same_ruby_and_jit
@@ -86,6 +87,6 @@ class TestBenchProductionTargets < Minitest::Test
     runner.instance_variable_set(:@runs, 2)
     runner.instance_variable_set(:@raw, runner_raw)
     lines = runner.production_targets(contenders, REFERENCES, runner.summarize(contenders))
-    assert_includes lines, "- ?: `#{FARCE33}`: HTTP, 64 conns ≥ 1.3× Async's req/s — no data"
+    assert_includes lines, "- ?: `#{FARCE33}`: HTTP, 64 conns, p99 ≤ Async's — no data"
   end
 end

@@ -6,7 +6,11 @@
 # reach of the scheduler at all.
 module Bench
   class Runner
-    PRODUCTION_HTTP = { "3.3" => 1.3, "4.0+yjit" => 1.6 }.freeze
+    # The hello server's req/s targets against Async (1.3× on 3.3, 1.6× on 4.0 with YJIT) are
+    # retired: docs/benchmarks.md, "Where the server's CPU goes", puts them beyond what a
+    # scheduler's share of a request allows. Its latency stays a target here, and how its cost
+    # grows with connections is checked by connection_targets.rb.
+    PRODUCTION_RUBIES = %w[3.3 4.0+yjit].freeze
     FLOOR_FRACTION = 0.9
     PROFILE_NOTE = "docs/benchmarks.md, \"Where the server's CPU goes\""
 
@@ -16,19 +20,17 @@ module Bench
         out << "- #{value.nil? ? '?' : ok ? 'met' : 'MISSED'}: #{desc} — #{value.nil? ? 'no data' : text}"
       end
       cell = ->(id, c) { summary.find { |r| r["id"] == id }&.dig("cells", c) }
-      PRODUCTION_HTTP.each do |key, want|
+      PRODUCTION_RUBIES.each do |key|
         farce = production_contender(key)
         next unless contenders.include?(farce) && reference_of(farce, contenders)
 
         %w[http64 http1000].each do |id|
-          r = cell.call(id, farce)&.dig("ratio")
-          check.call("`#{farce}`: #{label_of(id)} ≥ #{want}× Async's req/s", r, r && r >= want, format("%.2f×", r.to_f))
           p99 = cell.call("#{id}p99", farce)&.dig("ratio")
           check.call("`#{farce}`: #{label_of(id)}, p99 ≤ Async's", p99, p99 && p99 <= 1.0, format("%.2f×", p99.to_f))
         end
       end
       runs = per_run(contenders + references)
-      PRODUCTION_HTTP.each_key do |key|
+      PRODUCTION_RUBIES.each do |key|
         farce = production_contender(key)
         floor = floor_of(farce)
         next unless contenders.include?(farce) && runs[floor]

@@ -112,6 +112,10 @@ module Bench
 
         #{production_targets(contenders, references, summary).join("\n")}
 
+        ### Targets as connections grow: the scaling rows (Ruby 3.3, 4.0 with YJIT) and real Falcon
+
+        #{connection_targets(contenders, summary).join("\n")}
+
         ### Standing targets, for farce's epoll backend against Async on the same Ruby
 
         #{targets(contenders, summary).join("\n")}

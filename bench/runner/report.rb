@@ -89,6 +89,7 @@ module Bench
       puts limit_lines(contenders, references)
       puts production_targets(contenders, references, summary)
       print_scaling(contenders, summary)
+      puts connection_targets(contenders, summary)
       return if ENV["BENCH_NO_README"] == "1"
 
       plotted = write_plot(contenders, summary)
