@@ -65,8 +65,8 @@ class TestBenchConnectionTargets < Minitest::Test
                                        { "name" => "pinned", "rows" => [falcon_row(64, 1.07, 0.91, [10, 12], 0.8)] },
                                        { "name" => "per-cpu", "rows" => [falcon_row(4000, 0.93, 1.0, [700, 2750], 1.78)] }
                                      ]))
-      lines = runner.connection_targets(CONTENDERS, runner.summarize(CONTENDERS), path)
-      lines.to_h { |l| l.match(/\A- (\S+): (.+) — (.+)\z/).captures.values_at(1, 0, 2).then { |d, v, f| [d, [v, f]] } }
+      @lines = runner.connection_targets(CONTENDERS, runner.summarize(CONTENDERS), path)
+      @lines.grep(/\A- /).to_h { |l| l.match(/\A- (\S+): (.+) — (.+)\z/).captures.values_at(1, 0, 2).then { |d, v, f| [d, [v, f]] } }
     end
   end
 
@@ -96,6 +96,11 @@ class TestBenchConnectionTargets < Minitest::Test
     assert_equal %w[MISSED 0.93×], v["Falcon, per-cpu, 4,000 conns: req/s ≥ 1.05× EPoll's"]
     assert_equal %w[MISSED 1.00×], v["Falcon, per-cpu, 4,000 conns: CPU per request ≤ 0.95× EPoll's"]
     assert_equal ["MISSED", "1.78%"], v["Falcon, per-cpu, 4,000 conns: Go threads < 1.0% of the workers' CPU"]
+  end
+
+  def test_a_missed_target_points_at_the_profile
+    verdicts
+    assert_equal 1, @lines.count { |l| l.start_with?("A missed target is weighed against docs/benchmarks.md") }
   end
 
   def test_a_count_that_did_not_run_reads_unknown

@@ -13,6 +13,7 @@ module Bench
     FALCON_RATE = 1.05
     FALCON_CPU = 0.95
     FALCON_GO_SHARE_PCT = 1.0
+    CONNECTIONS_NOTE = "docs/benchmarks.md, \"Cost against connections\" (what grows, and what is Ruby's)"
 
     def connection_targets(contenders, summary, falcon_path = FALCON_RESULTS)
       out = []
@@ -23,7 +24,7 @@ module Bench
           r = ratio.call("http#{conns}us", farce)
           value = r && at64
           out << verdict("`#{farce}`: CPU per request ÷ Async's at #{count_text(conns)} conns ≤ the same at 64", value,
-                     value && r <= at64, format("%.2f× against %.2f×", r.to_f, at64.to_f))
+                         value && r <= at64, format("%.2f× against %.2f×", r.to_f, at64.to_f))
         end
       end
       contenders.grep(/\Afarce-epoll[@+]/).each do |farce|
@@ -32,11 +33,13 @@ module Bench
         rates = HTTP_CONNECTIONS.filter_map { |c| (r = ratio.call("http#{c}", farce)) && [c, r] }
         lowest = rates.min_by(&:last)
         out << verdict("`#{farce}`: every HTTP row ≥ 1.0× Async's req/s", lowest, lowest && lowest.last >= 1.0,
-                   lowest && format("lowest %.2f× at %s conns", lowest.last, count_text(lowest.first)))
+                       lowest && format("lowest %.2f× at %s conns", lowest.last, count_text(lowest.first)))
         idle = ratio.call("scaleratio", farce)
         out << verdict("`#{farce}`: 10,000 idle / 0 idle ≥ Async's", idle, idle && idle >= 1.0, format("%.2f×", idle.to_f)) if idle
       end
       out.concat(falcon_targets(falcon_path))
+      out << "" << "A missed target is weighed against #{CONNECTIONS_NOTE}." if out.any? { |l| l.include?("MISSED") }
+      out
     end
 
     # Real Falcon's rows against their targets, from the results file bench/falcon_serve.rb wrote.
