@@ -28,7 +28,7 @@ class TestBenchConnectionTargets < Minitest::Test
     FARCE40J => { 16 => [9, 60], 64 => [8, 60], 1000 => [21, 30], 10_000 => [26, 20] },
     ASYNC40J => { 16 => [10, 50], 64 => [10, 50], 1000 => [20, 32], 10_000 => [40, 16] }
   }.freeze
-  # the 10,000-idle pair's rate over the 0-idle rate
+  # the 10,000-idle pair's rate over the 0-idle rate (0.5 for a contender not named)
   IDLE = { FARCE33 => 0.40, ASYNC33 => 0.50, FARCE40J => 0.80, ASYNC40J => 0.70 }.freeze
 
   def setup
@@ -44,7 +44,7 @@ class TestBenchConnectionTargets < Minitest::Test
         end
       end
       raw["scale0"][c] = Array.new(2) { { "result" => { "round_trips_per_second" => 1000 } } }
-      raw["scale10k"][c] = Array.new(2) { { "result" => { "round_trips_per_second" => 1000 * IDLE[c] } } }
+      raw["scale10k"][c] = Array.new(2) { { "result" => { "round_trips_per_second" => 1000 * IDLE.fetch(c, 0.5) } } }
     end
     raw
   end
@@ -55,7 +55,7 @@ class TestBenchConnectionTargets < Minitest::Test
       "EPoll" => { "latency_p99_ms" => p99[1] } }
   end
 
-  def verdicts(raw = raw_runs)
+  def verdicts(raw = raw_runs, contenders = CONTENDERS)
     runner = Bench::Runner.new
     runner.instance_variable_set(:@runs, 2)
     runner.instance_variable_set(:@raw, raw)
@@ -65,7 +65,7 @@ class TestBenchConnectionTargets < Minitest::Test
                                        { "name" => "pinned", "rows" => [falcon_row(64, 1.07, 0.91, [10, 12], 0.8)] },
                                        { "name" => "per-cpu", "rows" => [falcon_row(4000, 0.93, 1.0, [700, 2750], 1.78)] }
                                      ]))
-      @lines = runner.connection_targets(CONTENDERS, runner.summarize(CONTENDERS), path)
+      @lines = runner.connection_targets(contenders, runner.summarize(contenders), path)
       @lines.grep(/\A- /).to_h { |l| l.match(/\A- (\S+): (.+) — (.+)\z/).captures.values_at(1, 0, 2).then { |d, v, f| [d, [v, f]] } }
     end
   end
@@ -96,6 +96,14 @@ class TestBenchConnectionTargets < Minitest::Test
     assert_equal %w[MISSED 0.93×], v["Falcon, per-cpu, 4,000 conns: req/s ≥ 1.05× EPoll's"]
     assert_equal %w[MISSED 1.00×], v["Falcon, per-cpu, 4,000 conns: CPU per request ≤ 0.95× EPoll's"]
     assert_equal ["MISSED", "1.78%"], v["Falcon, per-cpu, 4,000 conns: Go threads < 1.0% of the workers' CPU"]
+  end
+
+  # A contender run with a diagnostic setting (the tick off, say) is not farce as users run it.
+  def test_diagnostic_variants_have_no_targets
+    variant = "farce-epoll+FARCE_SCHED_TICK=0@3.3"
+    v = verdicts(raw_runs(FIGURES.merge(variant => FIGURES[FARCE33])), CONTENDERS + [variant])
+    assert_empty v.keys.grep(/FARCE_SCHED_TICK/)
+    assert v.key?("`#{FARCE33}`: every HTTP row ≥ 1.0× Async's req/s")
   end
 
   def test_a_missed_target_points_at_the_profile

@@ -19,6 +19,8 @@ module Bench
       out = []
       ratio = ->(id, c) { summary.find { |r| r["id"] == id }&.dig("cells", c, "ratio") }
       scaling_pairs(contenders, summary).each do |farce, _ref|
+        next unless as_users_run?(farce)
+
         at64 = ratio.call("http64us", farce)
         SCALING_CHECKED.each do |conns|
           r = ratio.call("http#{conns}us", farce)
@@ -27,8 +29,8 @@ module Bench
                          value && r <= at64, format("%.2f× against %.2f×", r.to_f, at64.to_f))
         end
       end
-      contenders.grep(/\Afarce-epoll[@+]/).each do |farce|
-        next unless reference_of(farce, contenders)
+      contenders.each do |farce|
+        next unless as_users_run?(farce) && reference_of(farce, contenders)
 
         rates = HTTP_CONNECTIONS.filter_map { |c| (r = ratio.call("http#{c}", farce)) && [c, r] }
         lowest = rates.min_by(&:last)
@@ -68,6 +70,11 @@ module Bench
           lines
         end
       end
+    end
+
+    # farce as users run it on each Ruby: epoll, with YJIT or without, no diagnostic setting
+    def as_users_run?(contender)
+      contender.match?(/\Afarce-epoll(\+#{YJIT})?@/o)
     end
 
     def verdict(desc, value, ok, text)
