@@ -8,7 +8,8 @@
 #
 # Listens on 127.0.0.1 only, prints "READY <port> <ruby> <pid> <tids>" on stdout, and exits as soon
 # as its stdin reaches EOF (or after MAX_LIFETIME seconds), so a driver can
-# always stop it, even through sid-run.
+# always stop it, even through sid-run. A "gc" line on stdin is answered on
+# stdout with Ruby's collections so far (gc_line).
 require "socket"
 require_relative "lib/harness"
 
@@ -66,15 +67,33 @@ module Bench
       client.close unless client.closed?
     end
 
+    # "GC <minor> <major> <ms>": the collections so far and the time they
+    # took (GC.stat[:time]; "-" where Ruby keeps no such time). The runner
+    # asks as the measured part of a run begins and ends: with thousands of
+    # fibers parked every minor collection marks each of them again, so how
+    # often a contender's process collects weighs on its CPU per request.
+    def gc_line
+      stat = GC.stat
+      "GC #{stat[:minor_gc_count]} #{stat[:major_gc_count]} #{stat[:time] || '-'}"
+    end
+
     def main(contender, port)
       _soft, hard = Process.getrlimit(:NOFILE)
       Process.setrlimit(:NOFILE, hard, hard)
       harness = Harness.new(contender)
       server = TCPServer.new("127.0.0.1", port)
       server.listen(4096)
-      # Stop on stdin EOF, from a plain thread outside any scheduler.
+      # Stop on stdin EOF, from a plain thread outside any scheduler; a
+      # "gc" line asks for Ruby's collections so far (gc_line).
       Thread.new do
-        IO.select([$stdin], nil, nil, MAX_LIFETIME)
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + MAX_LIFETIME
+        while IO.select([$stdin], nil, nil, [deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC), 0].max) &&
+              (line = $stdin.gets)
+          next unless line.strip == "gc"
+
+          $stdout.puts gc_line
+          $stdout.flush
+        end
         exit!(0)
       end
       # The threads that exist before the scheduler starts are Ruby's own; any

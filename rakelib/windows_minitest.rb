@@ -169,5 +169,6 @@ WINDOWS_NOT_RUN = {
   "test_bench_connection_targets" => "checks the bench runner's arithmetic, not platform behaviour (runs on Linux)",
   "test_bench_scale_out" => "checks the scale-out bench's table and ratios, not platform behaviour (runs on Linux)",
   "test_bench_steady_window" => "checks the bench's reading of Linux's /proc and ss, not platform behaviour (runs on Linux)",
-  "test_bench_group_threads" => "checks the bench's reading of Linux's /proc, not platform behaviour (runs on Linux)"
+  "test_bench_group_threads" => "checks the bench's reading of Linux's /proc, not platform behaviour (runs on Linux)",
+  "test_bench_server_gc" => "checks the bench's server and runner talking over a pipe, not platform behaviour (runs on Linux)"
 }.freeze

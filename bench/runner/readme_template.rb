@@ -209,9 +209,13 @@ module Bench
         (below 1 on CPU, above 1 on req/s is farce's win). "Open" is the fewest connections the
         kernel held at the server in any run, "errors" every run's socket errors and non-2xx
         answers summed: a count below the connections asked for, or errors, say the row measured
-        fewer connections than it names. The 64- and 1,000-connection figures are the main table's
-        rows. `rake bench:scaling` runs these rows alone (with real Falcon after them), and
-        `scaling.svg` plots the CPU column.
+        fewer connections than it names. The last column is how often Ruby collected in each server
+        over the same part of the run (the server answers a `gc` line on its stdin): with thousands
+        of fibers parked every minor collection marks each of them again, and Ruby sizes its heap by
+        what a process keeps alive, so a scheduler that keeps fewer objects alive gets a smaller heap
+        and more collections per request (docs/benchmarks.md, "Cost against connections"). The 64-
+        and 1,000-connection figures are the main table's rows. `rake bench:scaling` runs these rows
+        alone (with real Falcon after them), and `scaling.svg` plots the CPU column.
       TEXT
     end
   end

@@ -88,6 +88,10 @@ module Bench
                better: :higher, value: at.call("connections_open")),
        Row.new(id: "#{id}err", label: "#{name}: wrk's errors (socket errors and non-2xx answers)", unit: "errors",
                better: :lower, value: at.call("errors")),
+       Row.new(id: "#{id}gc", label: "#{name}: Ruby's collections per 1,000 requests", unit: "ratio",
+               better: :lower, value: at.call("gc_per_1k_requests")),
+       Row.new(id: "#{id}gcms", label: "#{name}: ms in Ruby's collections per 1,000 requests", unit: "ms",
+               better: :lower, value: at.call("gc_ms_per_1k_requests")),
        # how long the steady part was (bench/lib/steady_window.rb); none: the CPU rows are over the whole run
        Row.new(id: "#{id}steady", label: "#{name}: steady part the CPU rows are over (— : the whole run)", unit: "s",
                better: :higher, value: at.call("window_s"))]

@@ -92,7 +92,12 @@ module Bench
                                kase.args[:seconds] + 60)
       end
       tick = -> { progress("#{label} #{(now - t0).round}/#{kase.args[:seconds]}s") if @tty }
-      window = SteadyWindow.new(port.to_i, c, kase.args[:seconds]) { thread_cpu(server_pid) }.watch(wrk_thread, t0, &tick)
+      gc_asked = 0 # the server's collections at each end of the window: asked here, read after the run (ask_gc)
+      window = SteadyWindow.new(port.to_i, c, kase.args[:seconds]) do
+        cpu = thread_cpu(server_pid)
+        gc_asked += 1 if ask_gc(io)
+        cpu
+      end.watch(wrk_thread, t0, &tick)
       while wrk_thread.alive?
         tick.call
         wrk_thread.join(0.5)
@@ -104,6 +109,7 @@ module Bench
       if window.requests.to_i.positive?
         # the steady part: every connection open, none being set up (bench/lib/steady_window.rb)
         result.merge!(cpu_split(window.before, window.after, window.seconds, server_pid, ruby_tids, window.requests))
+        result.merge!(gc_per_request(*Array.new(gc_asked) { read_gc(io) }, window.requests)) if gc_asked == 2
         result["window_s"] = window.seconds.round(2)
         result["window_requests"] = window.requests
         result["window_opened_s"] = window.opened_s.round(2)
@@ -196,6 +202,47 @@ module Bench
         "go_us_per_request" => per_request.call(go),
         # all of the server's threads: what a request costs, whoever set the rate
         "cpu_us_per_request" => per_request.call(main + others + go) }
+    end
+
+    # Asks the HTTP server for its collections so far (bench/http_hello.rb's
+    # "gc" line) without waiting for the answer: its thread needs Ruby's lock,
+    # which a busy loop may hold for a whole time slice (100 ms), and the
+    # window's CPU and request counts are read right beside this. Ruby's
+    # collections of a 10 s window are counted in hundreds, so answering
+    # that late moves the rate by well under 1%. false when the server's
+    # stdin is gone.
+    def ask_gc(io)
+      io.write("gc\n")
+      io.flush
+      true
+    rescue IOError, SystemCallError
+      false
+    end
+
+    # The next answer to ask_gc: { minor:, major:, ms: (nil where Ruby keeps no GC time) }, or nil.
+    def read_gc(io)
+      line = IO.select([io], nil, nil, 5) && io.gets
+      _, minor, major, ms = line.to_s.split
+      return nil unless line.to_s.start_with?("GC ")
+
+      { minor: Integer(minor), major: Integer(major), ms: ms == "-" ? nil : Float(ms) }
+    rescue IOError, SystemCallError, ArgumentError
+      nil
+    end
+
+    # Ruby's collections per 1,000 requests between two read_gc answers, and
+    # their milliseconds per 1,000 requests where Ruby keeps GC time. With
+    # thousands of fibers parked each minor collection marks every one of
+    # them again, so how often a contender's process collects (Ruby sizes
+    # its heap by what the process keeps alive) weighs on the CPU per request
+    # beside what the scheduler itself does (docs/benchmarks.md).
+    def gc_per_request(before, after, requests)
+      return {} unless before && after && requests.to_i.positive?
+
+      count = ->(g) { g[:minor] + g[:major] }
+      out = { "gc_per_1k_requests" => ((count.call(after) - count.call(before)) * 1000.0 / requests).round(3) }
+      out["gc_ms_per_1k_requests"] = ((after[:ms] - before[:ms]) * 1000.0 / requests).round(2) if after[:ms] && before[:ms]
+      out
     end
 
     def parse_wrk(out) = WrkOutput.parse(out)

@@ -44,8 +44,9 @@ module Bench
 
       cell = ->(id, c) { summary.find { |r| r["id"] == id }&.dig("cells", c) }
       lines = ["| farce, Async | connections | CPU/request farce | CPU/request Async | CPU ÷ | req/s farce | req/s Async | " \
-               "req/s ÷ | open (fewest) farce / Async | errors farce / Async |",
-               "| --- |#{' ---: |' * 9}"]
+               "req/s ÷ | open (fewest) farce / Async | errors farce / Async | " \
+               "Ruby's collections per 1,000 requests farce / Async |",
+               "| --- |#{' ---: |' * 10}"]
       pairs.each do |farce, ref|
         HTTP_CONNECTIONS.each do |c|
           id = "http#{c}"
@@ -55,13 +56,14 @@ module Bench
 
           open = [farce, ref].map { |x| fmt(cell.call("#{id}open", x)&.dig("runs")&.compact&.min, "conns") }
           errors = [farce, ref].map { |x| fmt(cell.call("#{id}err", x)&.dig("runs")&.compact&.sum, "errors") }
+          gcs = [farce, ref].map { |x| fmt(cell.call("#{id}gc", x)&.dig("median"), "ratio") }
           cpu = [farce, ref].zip(us).map do |x, u|
             whole = whole_run?(u, cell.call("#{id}steady", x))
             "#{fmt(u&.dig('median'), 'µs')}#{whole ? ' †' : ''}"
           end
           lines << "| `#{farce}`, `#{ref}` | #{count_text(c)} | #{cpu.join(' | ')} | " \
                    "#{times(us[0]&.dig('ratio'))} | #{rate.map { |x| fmt(x&.dig('median'), 'req/s') }.join(' | ')} | " \
-                   "#{times(rate[0]&.dig('ratio'))} | #{open.join(' / ')} | #{errors.join(' / ')} |"
+                   "#{times(rate[0]&.dig('ratio'))} | #{open.join(' / ')} | #{errors.join(' / ')} | #{gcs.join(' / ')} |"
         end
       end
       if lines.any? { |l| l.include?(" †") }
