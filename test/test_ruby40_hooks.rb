@@ -161,7 +161,7 @@ class TestRuby40Hooks < Minitest::Test
     # loop on a busy machine can end a reader's turn inside its io_read,
     # before it waits; that reader is no waiter of the descriptor yet, and
     # nothing here wakes it (CI's Ruby 3.2 and 3.3 runs on the Ruby loop
-    # each saw one waiter of two; a budget of 1e-9 fails every time).
+    # each saw one waiter of two; there a budget of 1e-9 fails every time).
     farce(turn_budget: nil) do
       r, w = IO.pipe
       2.times do
