@@ -207,10 +207,10 @@ module Bench
     # Asks the HTTP server for its collections so far (bench/http_hello.rb's
     # "gc" line) without waiting for the answer: its thread needs Ruby's lock,
     # which a busy loop may hold for a whole time slice (100 ms), and the
-    # window's CPU and request counts are read right beside this. Ruby's
-    # collections of a 10 s window are counted in hundreds, so answering
-    # that late moves the rate by well under 1%. false when the server's
-    # stdin is gone.
+    # window's CPU and request counts are read right beside this. So an
+    # answer may count the collections of up to a slice more than the window
+    # holds, at either end: the rows are a rate to set beside the CPU, not
+    # an exact count. false when the server's stdin is gone.
     def ask_gc(io)
       io.write("gc\n")
       io.flush
