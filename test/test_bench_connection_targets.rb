@@ -61,7 +61,7 @@ class TestBenchConnectionTargets < Minitest::Test
     runner.instance_variable_set(:@raw, raw)
     Dir.mktmpdir do |dir|
       path = File.join(dir, "falcon_serve.json")
-      File.write(path, JSON.generate("layouts" => [
+      File.write(path, JSON.generate("generated_at" => "2026-12-07T18:10:00Z", "layouts" => [
                                        { "name" => "pinned", "rows" => [falcon_row(64, 1.07, 0.91, [10, 12], 0.8)] },
                                        { "name" => "per-cpu", "rows" => [falcon_row(4000, 0.93, 1.0, [700, 2750], 1.78)] }
                                      ]))
@@ -96,6 +96,15 @@ class TestBenchConnectionTargets < Minitest::Test
     assert_equal %w[MISSED 0.93×], v["Falcon, per-cpu, 4,000 conns: req/s ≥ 1.05× EPoll's"]
     assert_equal %w[MISSED 1.00×], v["Falcon, per-cpu, 4,000 conns: CPU per request ≤ 0.95× EPoll's"]
     assert_equal ["MISSED", "1.78%"], v["Falcon, per-cpu, 4,000 conns: Go threads < 1.0% of the workers' CPU"]
+  end
+
+  # The suite checks its targets before `rake bench` runs Falcon, so the Falcon lines say when
+  # their figures were measured.
+  def test_falcon_rows_say_when_falcon_ran
+    verdicts
+    header = @lines.index("Real Falcon, measured 2026-12-07 18:10 UTC:")
+    refute_nil header, @lines.join("\n")
+    assert_equal header + 2, @lines.index { |l| l.start_with?("- met: Falcon, pinned, 64 conns: req/s") }
   end
 
   # A contender run with a diagnostic setting (the tick off, say) is not farce as users run it.

@@ -28,12 +28,12 @@ module Bench
     Process.getrlimit(:NOFILE)[0]
   end
 
-  # What the garbage collector did: counts, and its time where the Ruby
-  # keeps it (GC.stat[:time], 3.1 has none: the GC profiler's total then).
+  # What the garbage collector did: counts, and its time in ms (GC.stat[:time], which every Ruby
+  # farce supports keeps; nil from a Ruby that does not).
   def self.gc_snapshot
     stat = GC.stat
     { minor: stat[:minor_gc_count], major: stat[:major_gc_count], objects: stat[:total_allocated_objects],
-      ms: stat[:time] || (GC::Profiler.enabled? ? GC::Profiler.total_time * 1000 : nil) }
+      ms: stat[:time] }
   end
 
   # GC per round trip between two snapshots: minor GCs per 1,000, objects

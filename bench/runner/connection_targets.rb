@@ -44,11 +44,16 @@ module Bench
       out
     end
 
-    # Real Falcon's rows against their targets, from the results file bench/falcon_serve.rb wrote.
+    # Real Falcon's rows against their targets, from the results file bench/falcon_serve.rb wrote,
+    # under a line saying when Falcon ran: the suite checks its targets before `rake bench` runs
+    # Falcon, so the list it prints carries the previous Falcon run's figures (the README is
+    # redrawn once Falcon has run).
     def falcon_targets(path)
       return [] unless File.file?(path)
 
-      falcon_layouts(JSON.parse(File.read(path))).flat_map do |layout|
+      data = JSON.parse(File.read(path))
+      stamp = data["generated_at"] ? Time.parse(data["generated_at"]).utc.strftime("%Y-%m-%d %H:%M UTC") : "at a time not recorded"
+      rows = falcon_layouts(data).flat_map do |layout|
         layout["rows"].flat_map do |r|
           farce = r["Farce"]
           epoll = r["EPoll"]
@@ -70,6 +75,7 @@ module Bench
           lines
         end
       end
+      rows.empty? ? rows : ["", "Real Falcon, measured #{stamp}:", "", *rows]
     end
 
     # farce as users run it on each Ruby: epoll, with YJIT or without, no diagnostic setting
