@@ -28,8 +28,8 @@ module Bench
     Process.getrlimit(:NOFILE)[0]
   end
 
-  # What the garbage collector did: counts, and its time in ms (GC.stat[:time], which every Ruby
-  # farce supports keeps; nil from a Ruby that does not).
+  # What the garbage collector did: counts, and its time in ms (GC.stat[:time]: every Ruby farce
+  # supports has it).
   def self.gc_snapshot
     stat = GC.stat
     { minor: stat[:minor_gc_count], major: stat[:major_gc_count], objects: stat[:total_allocated_objects],

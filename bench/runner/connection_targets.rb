@@ -52,7 +52,8 @@ module Bench
       return [] unless File.file?(path)
 
       data = JSON.parse(File.read(path))
-      stamp = data["generated_at"] ? Time.parse(data["generated_at"]).utc.strftime("%Y-%m-%d %H:%M UTC") : "at a time not recorded"
+      at = data["generated_at"]
+      stamp = at ? Time.parse(at).utc.strftime("%Y-%m-%d %H:%M UTC") : "at a time not recorded"
       rows = falcon_layouts(data).flat_map do |layout|
         layout["rows"].flat_map do |r|
           farce = r["Farce"]
