@@ -52,8 +52,6 @@ module Bench
       return [] unless File.file?(path)
 
       data = JSON.parse(File.read(path))
-      at = data["generated_at"]
-      stamp = at ? Time.parse(at).utc.strftime("%Y-%m-%d %H:%M UTC") : "at a time not recorded"
       rows = falcon_layouts(data).flat_map do |layout|
         layout["rows"].flat_map do |r|
           farce = r["Farce"]
@@ -76,7 +74,7 @@ module Bench
           lines
         end
       end
-      rows.empty? ? rows : ["", "Real Falcon, measured #{stamp}:", "", *rows]
+      rows.empty? ? rows : ["", "Real Falcon, measured #{falcon_stamp(data)}:", "", *rows]
     end
 
     # farce as users run it on each Ruby: epoll, with YJIT or without, no diagnostic setting

@@ -15,7 +15,7 @@ module Bench
       return ["No figures: `rake bench` runs real Falcon when `FARCE_PEER_SUITES` names the peers' folder."] unless File.file?(path)
 
       data = JSON.parse(File.read(path))
-      stamp = data["generated_at"] ? Time.parse(data["generated_at"]).utc.strftime("%Y-%m-%d %H:%M UTC") : "at a time the results do not record"
+      stamp = falcon_stamp(data)
       layouts = falcon_layouts(data)
       lines = [
         "`#{data['falcon']} serve --forked` serving `bench/falcon_hello.ru` on `IO_EVENT_SELECTOR=Farce` against " \
@@ -36,6 +36,12 @@ module Bench
         lines << "#{FalconTable.title(layout)}:" << "" << FalconTable.lines(layout) << ""
       end
       lines.flatten
+    end
+
+    # When the Falcon results were measured, as the README and the targets list print it.
+    def falcon_stamp(data)
+      at = data["generated_at"]
+      at ? Time.parse(at).utc.strftime("%Y-%m-%d %H:%M UTC") : "at a time the results do not record"
     end
 
     # The layouts of a results file; one written before there were two has its one layout at the top.
