@@ -239,6 +239,37 @@ class TestTimeoutHeldThread < Minitest::Test
     assert_predicate $?, :success?, "the child's held fiber got no Timeout::Error"
   end
 
+  # The watcher holds its schedulers weakly, and a look must never reach one
+  # the GC collected. On Ruby 3.1 a WeakMap checks only an entry's value for
+  # liveness: with the scheduler as a key and `true` as its value, #keys
+  # handed the look collected schedulers, and the call into one crashed the
+  # process (the spec suite's spy_on gives schedulers singleton classes,
+  # which is what these stand-ins have). Crashed in 3 runs of 3 on Ruby
+  # 3.1.2 before; a stand-in answers as a scheduler with no alarms left.
+  def test_a_look_after_its_schedulers_were_collected
+    out, status = ruby_subprocess(<<~RUBY, timeout: 60)
+      require "farce"
+      stand_in = Class.new { private def __raise_held_alarms(_grace) = nil }
+      watcher = Farce::HeldAlarms::Watcher.new
+      30.times do |round|
+        kept = []
+        5000.times do |i|
+          scheduler = stand_in.new
+          scheduler.singleton_class if i.odd?
+          watcher.watch(scheduler, 3600)
+          kept << scheduler if (i % 500).zero?
+        end
+        Array.new(20_000) { Object.new }
+        GC.start(full_mark: round.even?, immediate_sweep: (round % 3).zero?)
+        Array.new(2000) { +"x" * 30 }
+        watcher.send(:look)
+      end
+      puts "looked"
+    RUBY
+    assert status.success?, "the looks crashed the process:\n#{out.lines.first(5).join}"
+    assert_equal "looked\n", out
+  end
+
   # Ruby 3.4's TCPSocket.new waits for its connections in
   # rb_thread_fd_select (Happy Eyeballs), holding the thread: against a
   # listener whose accept queue is full, its Timeout never fired.

@@ -74,7 +74,7 @@ module Farce
         reset unless @generation == RubyLoop.fork_generation
         due = monotonic + seconds + GRACE
         # before the comparison: a look that starts from now on sees it
-        @schedulers[scheduler] = true unless @schedulers.key?(scheduler)
+        @schedulers[scheduler] = scheduler unless @schedulers.key?(scheduler)
         return if due >= @armed
 
         @mutex.synchronize do
@@ -98,7 +98,11 @@ module Farce
       def reset
         @generation = RubyLoop.fork_generation
         # weak: a scheduler dropped without close is still collected (and
-        # its core freed by the GC); a closed one has no alarms to look at
+        # its core freed by the GC); a closed one has no alarms to look at.
+        # Each scheduler is its own value, and the look reads the values:
+        # Ruby 3.1's WeakMap checks only an entry's value for liveness, and
+        # its #keys handed the look schedulers already collected (true as
+        # the value: a crash at the look's call, with singleton classes).
         @schedulers = ObjectSpace::WeakMap.new
         @mutex = Thread::Mutex.new
         @wake = Thread::ConditionVariable.new
@@ -138,7 +142,7 @@ module Farce
       def look
         now = monotonic
         earliest = NEVER
-        @schedulers.keys.each do |scheduler|
+        @schedulers.values.each do |scheduler|
           delay = scheduler.__send__(:__raise_held_alarms, GRACE)
           earliest = [earliest, now + delay].min if delay
         rescue StandardError
