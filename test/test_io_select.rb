@@ -48,9 +48,8 @@ class TestIOSelect < Minitest::Test
       client = TCPSocket.new("127.0.0.1", server.addr[1])
       b.write("hi")
       ready = IO.select([a, b, server], [client], nil, 1)
-      # in the order asked, as Ruby's own IO.select answers (sorted by
-      # descriptor before, which failed when the GC had freed a lower one
-      # than `a`'s for `server`)
+      # in the order asked, as Ruby's own IO.select answers; not by
+      # descriptor: the GC may free a lower one for `server` than `a` got
       assert_equal [[a, server], [client], []], ready
       peer = server.accept
       assert_equal [[a], [], []], IO.select([a, b, server], nil, nil, 0)
